@@ -1,0 +1,52 @@
+# nnapi_py -- see README.md.  Everything runs inside a private virtual environment (.venv).
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+LIB    := build/lib/libneuralnetworks.so
+CC     ?= cc
+CFLAGS ?= -O2 -std=c11 -Wall -Wextra
+PREFIX ?= /usr/local
+LINK   := -Iinclude -Lbuild/lib -lneuralnetworks -Wl,-rpath,$(CURDIR)/build/lib -lpthread -ldl
+
+.PHONY: all venv lib demo test bench install clean
+
+all: lib
+
+$(VENV)/.ready: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip >/dev/null 2>&1 || true
+	$(PY) -m pip install --quiet "cffi>=1.16" "numpy>=1.24" "pytest>=7" "setuptools>=65"
+	touch $@
+
+venv: $(VENV)/.ready
+
+$(LIB): $(VENV)/.ready build_ffi.py include/android/NeuralNetworks.h include/nnapi_py.h
+	$(PY) build_ffi.py --out build/lib
+
+lib: $(LIB) build/lib/pkgconfig/neuralnetworks.pc
+
+build/lib/pkgconfig/neuralnetworks.pc: Makefile
+	@mkdir -p $(dir $@)
+	@printf 'prefix=%s\nlibdir=$${prefix}/build/lib\nincludedir=$${prefix}/include\n\nName: neuralnetworks\nDescription: Android NNAPI for Linux (nnapi_py)\nVersion: 0.1.0\nLibs: -L$${libdir} -Wl,-rpath,$${libdir} -lneuralnetworks\nCflags: -I$${includedir}\n' "$(CURDIR)" > $@
+
+build/demo: examples/demo.c $(LIB)
+	$(CC) $(CFLAGS) $< -o $@ $(LINK)
+
+demo: build/demo
+	./build/demo
+
+test: lib
+	$(PY) -m pytest -q tests
+
+bench: lib
+	$(PY) bench/run.py
+
+install: lib
+	install -d $(PREFIX)/lib $(PREFIX)/include/android $(PREFIX)/lib/pkgconfig
+	install -m 755 $(LIB) $(PREFIX)/lib/libneuralnetworks.so
+	install -m 644 include/android/NeuralNetworks.h $(PREFIX)/include/android/
+	install -m 644 include/NeuralNetworks.h include/nnapi_py.h $(PREFIX)/include/
+	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: neuralnetworks\nDescription: Android NNAPI for Linux (nnapi_py)\nVersion: 0.1.0\nLibs: -L$${libdir} -Wl,-rpath,$${libdir} -lneuralnetworks\nCflags: -I$${includedir}\n' "$(PREFIX)" > $(PREFIX)/lib/pkgconfig/neuralnetworks.pc
+
+clean:
+	rm -rf build

@@ -1,0 +1,282 @@
+"""Build build/lib/libneuralnetworks.so: the NNAPI C ABI as a cffi-embedded Python runtime.
+
+Every ANeuralNetworks* prototype is read from include/android/NeuralNetworks.h and turned
+into (1) an ``extern "Python"`` callback ``_nnpy_<name>`` whose arguments are cheap to
+convert (handles and raw buffers become uintptr_t, an ANeuralNetworksOperandType* is
+unpacked into scalars) and (2) an exported C function ``<name>`` that makes sure the
+runtime is up (else returns ANEURALNETWORKS_OP_FAILED) and forwards.  Nothing is written by
+hand per function: the rules below apply to parameter types.
+
+Usage: python build_ffi.py [--out build/lib] [--pkgdir DIR]   (see Makefile)
+"""
+import argparse
+import os
+import re
+import site
+import sys
+import sysconfig
+
+import cffi
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+HEADER = os.path.join(ROOT, "include", "android", "NeuralNetworks.h")
+EXTRA_HEADER = os.path.join(ROOT, "include", "nnapi_py.h")
+OP_FAILED = 5
+
+_PROTO = re.compile(r"^(int|void|uint64_t|int64_t)\s+(ANeuralNetworks\w+)\((.*)\);\s*$", re.M)
+
+
+def parse_prototypes(text):
+    protos = []
+    for ret, name, params in _PROTO.findall(text):
+        ps = []
+        if params.strip() not in ("", "void"):
+            for p in params.split(","):
+                p = p.strip()
+                m = re.match(r"^(.*?)(\w+)$", p)
+                ps.append((m.group(1).strip(), m.group(2)))
+        protos.append((ret, name, ps))
+    return protos
+
+
+_OPAQUE = re.compile(r"^(const\s+)?(ANeuralNetworks(Model|Compilation|Execution|Memory|MemoryDesc|Burst|Event|Device)|AHardwareBuffer)\s*\*$")
+_OPAQUE_OUT = re.compile(r"^ANeuralNetworks\w+\s*\*\s*\*$")
+_OPAQUE_ARRAY = re.compile(r"^const ANeuralNetworks\w+\s*\*\s*const\s*\*$")
+_OPERAND_TYPE = "const ANeuralNetworksOperandType*"
+
+
+def lower(ptype, pname):
+    """Rule for one C parameter -> (python-side params [(ctype, name)], C expression list)."""
+    t = ptype.replace(" *", "*").strip()
+    if t == _OPERAND_TYPE:
+        n = pname
+        return ([("uintptr_t", n), ("int32_t", n + "_code"), ("uint32_t", n + "_count"),
+                 ("uint32_t", n + "_d0"), ("uint32_t", n + "_d1"), ("uint32_t", n + "_d2"),
+                 ("uint32_t", n + "_d3"), ("uintptr_t", n + "_dims"), ("float", n + "_scale"),
+                 ("int32_t", n + "_zp")],
+                [f"(uintptr_t){n}", f"{n} ? {n}->type : 0", f"{n} ? {n}->dimensionCount : 0",
+                 f"_nnpy_dim({n}, 0)", f"_nnpy_dim({n}, 1)", f"_nnpy_dim({n}, 2)", f"_nnpy_dim({n}, 3)",
+                 f"{n} ? (uintptr_t){n}->dimensions : 0", f"{n} ? {n}->scale : 0.0f",
+                 f"{n} ? {n}->zeroPoint : 0"])
+    if _OPAQUE.match(t) or t in ("const void*", "void*"):
+        return [("uintptr_t", pname)], [f"(uintptr_t){pname}"]
+    if _OPAQUE_OUT.match(t):
+        return [("uintptr_t*", pname)], [f"(uintptr_t*){pname}"]
+    if _OPAQUE_ARRAY.match(t):
+        return [("const uintptr_t*", pname)], [f"(const uintptr_t*){pname}"]
+    return [(ptype, pname)], [pname]
+
+
+def generate(protos):
+    cdef = [
+        "typedef struct { int32_t type; uint32_t dimensionCount; const uint32_t* dimensions; float scale; int32_t zeroPoint; } ANeuralNetworksOperandType;",
+        "typedef struct { uint32_t channelDim; uint32_t scaleCount; const float* scales; } ANeuralNetworksSymmPerChannelQuantParams;",
+        "typedef int32_t ANeuralNetworksOperationType;",
+        'extern "Python" int _nnpy_ready(void);',
+        "const char* nnpy_so_path(void);",
+        "int nnpy_force_failure(void);",
+        "const char* nnpy_baked_paths(void);",
+    ]
+    csrc = []
+    for ret, name, params in protos:
+        py_params, c_args = [], []
+        for ptype, pname in params:
+            p, a = lower(ptype, pname)
+            py_params += p
+            c_args += a
+        pdecl = ", ".join(f"{t} {n}" for t, n in py_params) or "void"
+        cdef.append(f'extern "Python" {ret} _nnpy_{name}({pdecl});')
+        csrc.append(f"static {ret} _nnpy_{name}({pdecl});")
+        cparams = ", ".join(f"{t} {n}" for t, n in params) or "void"
+        call = f"_nnpy_{name}({', '.join(c_args)})"
+        if ret == "void":
+            body = f"    if (_nnpy_up()) {call};"
+        elif ret == "int":
+            body = f"    if (!_nnpy_up()) return ANEURALNETWORKS_OP_FAILED;\n    return {call};"
+        else:  # uint64_t / int64_t getters: documented constants when the runtime is down
+            fallback = {"ANeuralNetworks_getDefaultLoopTimeout": "2000000000ULL",
+                        "ANeuralNetworks_getMaximumLoopTimeout": "15000000000ULL",
+                        "ANeuralNetworks_getRuntimeFeatureLevel": "ANEURALNETWORKS_FEATURE_LEVEL_8"}[name]
+            body = f"    if (!_nnpy_up()) return {fallback};\n    return {call};"
+        csrc.append(f"NNPY_EXPORT {ret} {name}({cparams})\n{{\n{body}\n}}\n")
+    return "\n".join(cdef), "\n".join(csrc)
+
+
+C_PRELUDE = r"""
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "android/NeuralNetworks.h"
+#include "nnapi_py.h"
+
+#define NNPY_EXPORT __attribute__((visibility("default")))
+
+static uint32_t _nnpy_dim(const ANeuralNetworksOperandType* t, uint32_t k) {
+    return (t && t->dimensions && k < t->dimensionCount) ? t->dimensions[k] : 0u;
+}
+
+static const char* _nnpy_baked = NNPY_BAKED_PATHS;   /* package root and site dirs, ':'-separated */
+static const char* nnpy_baked_paths(void) { return _nnpy_baked; }
+
+static const char* nnpy_so_path(void) {
+    static char path[4096];
+    Dl_info info;
+    if (!path[0] && dladdr((void*)&nnpy_so_path, &info) && info.dli_fname)
+        snprintf(path, sizeof path, "%s", info.dli_fname);
+    return path;
+}
+
+static int nnpy_force_failure(void) {
+    const char* v = getenv("NNAPI_PY_FORCE_INIT_FAILURE");
+    return v && *v && strcmp(v, "0") != 0;
+}
+
+static int _nnpy_state;               /* 1 = runtime up, -1 = failed */
+static pthread_once_t _nnpy_once = PTHREAD_ONCE_INIT;
+
+static void _nnpy_fail(const char* why) {
+    fprintf(stderr, "nnapi_py: runtime unavailable (%s); every ANeuralNetworks* call returns ANEURALNETWORKS_OP_FAILED\n", why);
+    fflush(stderr);
+    _nnpy_state = -1;
+}
+
+static int _nnpy_ready(void);
+
+static void _nnpy_init(void) {
+    /* Make libpython's symbols global: when we were dlopen'ed with RTLD_LOCAL (as PyTorch's
+       and TFLite's loaders do), numpy's extension modules could not resolve them. */
+    Dl_info info;
+    if (dladdr((void*)&Py_GetVersion, &info) && info.dli_fname)
+        (void)dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL);
+    /* A process that already runs another Python version would bind our calls to its
+       interpreter: refuse instead of crashing. */
+    const char* v = Py_GetVersion();
+    size_t n = strlen(PY_VERSION_SHORT);
+    if (strncmp(v, PY_VERSION_SHORT, n) != 0 || (v[n] >= '0' && v[n] <= '9')) {
+        char why[160];
+        snprintf(why, sizeof why, "built for Python " PY_VERSION_SHORT " but this process runs Python %.20s", v);
+        _nnpy_fail(why);
+        return;
+    }
+    if (cffi_start_python() != 0) { _nnpy_fail("the embedded Python interpreter failed to start"); return; }
+    if (_nnpy_ready() != 1) { _nnpy_state = -1; return; }   /* Python printed the reason */
+    _nnpy_state = 1;
+}
+
+static inline int _nnpy_up(void) {
+    if (__builtin_expect(_nnpy_state == 1, 1)) return 1;
+    if (_nnpy_state == 0) pthread_once(&_nnpy_once, _nnpy_init);
+    return _nnpy_state == 1;
+}
+
+/* nnapi_py_* extras (include/nnapi_py.h) */
+static const char* _nnpy_last_error_text(void);
+static int _nnpy_last_error_code(void);
+
+NNPY_EXPORT const char* nnapi_py_last_error(void)
+{
+    if (!_nnpy_up()) return "nnapi_py runtime unavailable (initialisation failed)";
+    const char* s = _nnpy_last_error_text();
+    return s ? s : "";
+}
+
+NNPY_EXPORT int nnapi_py_last_error_code(void)
+{
+    if (!_nnpy_up()) return ANEURALNETWORKS_OP_FAILED;
+    return _nnpy_last_error_code();
+}
+"""
+
+INIT_CODE = r'''
+import os, sys
+from _nnapi_py_embed import ffi, lib
+
+_ok = [0]
+
+@ffi.def_extern()
+def _nnpy_ready():
+    return _ok[0]
+
+def _start():
+    if lib.nnpy_force_failure():
+        raise RuntimeError("NNAPI_PY_FORCE_INIT_FAILURE is set")
+    so = ffi.string(lib.nnpy_so_path()).decode(errors="replace")
+    extra = [p for p in os.environ.get("NNAPI_PY_PATH", "").split(":") if p]
+    here = os.path.dirname(os.path.dirname(os.path.abspath(so))) if so else ""
+    if here and os.path.isfile(os.path.join(here, "nnapi_py", "__init__.py")):
+        extra.append(here)          # installed: site-packages/nnapi_py/libneuralnetworks.so
+    baked = [p for p in ffi.string(lib.nnpy_baked_paths()).decode().split(":") if p]
+    for p in reversed(extra + baked[:1]):
+        if p not in sys.path:
+            sys.path.insert(0, p)
+    for p in baked[1:]:
+        if p not in sys.path:
+            sys.path.append(p)      # the build's site-packages (numpy, cffi) as a fallback
+    from nnapi_py import _capi
+    _capi.install(ffi, lib, so)
+
+try:
+    _start()
+    _ok[0] = 1
+except BaseException as _e:
+    sys.stderr.write("nnapi_py: runtime unavailable (%s: %s); every ANeuralNetworks* call returns "
+                     "ANEURALNETWORKS_OP_FAILED\n" % (type(_e).__name__, _e))
+    if os.environ.get("NNAPI_PY_TRACE"):
+        import traceback
+        traceback.print_exc()
+    sys.stderr.flush()
+'''
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.path.join(ROOT, "build", "lib"))
+    ap.add_argument("--tmp", default=os.path.join(ROOT, "build", "ffi"))
+    ap.add_argument("--package-root", default=ROOT, help="directory that contains nnapi_py/ (baked in)")
+    args = ap.parse_args()
+    protos = parse_prototypes(open(HEADER).read())
+    assert len(protos) == 69, f"expected 69 prototypes in {HEADER}, found {len(protos)}"
+    cdef, csrc = generate(protos)
+    extras = open(EXTRA_HEADER).read()
+    extra_protos = re.findall(r"^(?:const char\*|int)\s+(nnapi_py_\w+)\(([^)]*)\);", extras, re.M)
+
+    ffi = cffi.FFI()
+    ffi.cdef(cdef)
+    ffi.cdef('extern "Python" const char* _nnpy_last_error_text(void);\n'
+             'extern "Python" int _nnpy_last_error_code(void);')
+    ffi.embedding_api("")   # exports are plain C functions (above), so init failure is handled in C
+    exports = [name for _, name, _ in protos] + [n for n, _ in extra_protos]
+    os.makedirs(args.tmp, exist_ok=True)
+    vscript = os.path.join(args.tmp, "exports.map")
+    with open(vscript, "w") as f:
+        f.write("{\n  global:\n" + "".join(f"    {n};\n" for n in exports) + "  local: *;\n};\n")
+    sites = [p for p in site.getsitepackages() + [site.getusersitepackages()] if os.path.isdir(p)]
+    baked = ":".join([os.path.abspath(args.package_root)] + sites)
+    ver = "%d.%d" % sys.version_info[:2]
+    prelude = (f'#define NNPY_BAKED_PATHS "{baked}"\n#define PY_VERSION_SHORT "{ver}"\n'
+               + C_PRELUDE)
+    os.makedirs(args.out, exist_ok=True)
+    libdir = sysconfig.get_config_var("LIBDIR")
+    ffi.set_source("_nnapi_py_embed", prelude + csrc,
+                   include_dirs=[os.path.join(ROOT, "include")],
+                   extra_compile_args=["-O2", "-fvisibility=hidden", "-Wno-unused-function"],
+                   extra_link_args=["-Wl,-soname,libneuralnetworks.so", f"-Wl,--version-script={vscript}", f"-Wl,-rpath,{libdir}",
+                                    "-ldl", "-lpthread"])
+    ffi.embedding_init_code(INIT_CODE)
+    target = os.path.join(os.path.abspath(args.out), "libneuralnetworks.so")
+    cwd = os.getcwd()
+    os.chdir(args.tmp)
+    try:
+        ffi.compile(target=target, verbose=False)
+    finally:
+        os.chdir(cwd)
+    print(f"built {target}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,28 @@
+"""nnapi_py: the Android Neural Networks API as a Linux libneuralnetworks.so on numpy."""
+import os
+
+__version__ = "0.1.0"
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def library_path():
+    """Path of libneuralnetworks.so: inside the installed package, else the build tree."""
+    for p in (os.path.join(_HERE, "libneuralnetworks.so"),
+              os.path.join(os.path.dirname(_HERE), "build", "lib", "libneuralnetworks.so")):
+        if os.path.exists(p):
+            return p
+    raise FileNotFoundError("libneuralnetworks.so not found: run `make lib` (or pip install the package)")
+
+
+def include_dir():
+    for p in (os.path.join(_HERE, "include"), os.path.join(os.path.dirname(_HERE), "include")):
+        if os.path.isfile(os.path.join(p, "android", "NeuralNetworks.h")):
+            return p
+    raise FileNotFoundError("NNAPI headers not found")
+
+
+def last_error():
+    """(code, reason) of this thread's most recent failed ANeuralNetworks* call."""
+    from .errors import last_error as _le
+    return _le()

@@ -1,0 +1,771 @@
+"""The C ABI layer: argument decoding and the handle table.
+
+build_ffi.py generates, for each of the 69 NNAPI functions, an exported C function that
+forwards to ``_nnpy_<name>``; ``install()`` attaches the Python function of the same name
+(without the ANeuralNetworks prefix) defined here.  Conventions of the lowered arguments:
+handles and raw buffers arrive as integers (uintptr_t), handle out-parameters as
+``uintptr_t*``, an ANeuralNetworksOperandType* as (ptr, code, count, d0..d3, dims_ptr,
+scale, zeroPoint).  Every NNError becomes its result code with the reason recorded for the
+calling thread; any other exception becomes ANEURALNETWORKS_OP_FAILED.  Nothing here may
+crash the process.
+"""
+import itertools
+import sys
+import threading
+
+from . import constants as C
+from .errors import NNError, bad_data, null, set_last, last_error, TRACE_CALLS
+from .model import Model
+from .compilation import Compilation, Burst
+from .execution import Execution
+from .memory import Memory, DescMemory, MemoryDesc, copy as memory_copy
+from .event import Event, FenceEvent
+from .ops import registry
+from .cffi_util import copy_bytes
+
+ffi = None   # set by install(): the embedded module's FFI
+
+# ---------------------------------------------------------------------------------- handles
+_H = {}                       # handle value -> object
+_seq = itertools.count(1)
+_KIND_NAMES = {Model: "ANeuralNetworksModel", Compilation: "ANeuralNetworksCompilation",
+               Execution: "ANeuralNetworksExecution", Memory: "ANeuralNetworksMemory",
+               DescMemory: "ANeuralNetworksMemory", MemoryDesc: "ANeuralNetworksMemoryDesc",
+               Burst: "ANeuralNetworksBurst", Event: "ANeuralNetworksEvent",
+               FenceEvent: "ANeuralNetworksEvent"}
+
+
+class Device:
+    name = C.DEVICE_NAME.encode()
+    version = C.DEVICE_VERSION.encode()
+
+
+_KIND_NAMES[Device] = "ANeuralNetworksDevice"
+DEVICE = Device()
+DEVICE_HANDLE = 0x6e6e0010     # stable for the life of the process
+_H[DEVICE_HANDLE] = DEVICE
+
+
+def new_handle(obj):
+    # distinct, never reused, 16-byte aligned, never a small integer
+    h = 0x7a0000000000 + (next(_seq) << 4)
+    _H[h] = obj
+    return h
+
+
+def _bad_handle(h, want):
+    if h == 0:
+        return null(f"{want} is NULL")
+    o = _H.get(h)
+    if o is None:
+        return bad_data(f"{want} {h:#x} is not a live handle (freed, never created or not from this library)")
+    return bad_data(f"{want} {h:#x} is an {_KIND_NAMES.get(type(o), type(o).__name__)}, not an {want}")
+
+
+def _model(h):
+    o = _H.get(h)
+    if o.__class__ is Model:
+        return o
+    raise _bad_handle(h, "ANeuralNetworksModel")
+
+
+def _comp(h):
+    o = _H.get(h)
+    if o.__class__ is Compilation:
+        return o
+    raise _bad_handle(h, "ANeuralNetworksCompilation")
+
+
+def _exec(h):
+    o = _H.get(h)
+    if o.__class__ is Execution:
+        return o
+    raise _bad_handle(h, "ANeuralNetworksExecution")
+
+
+def _memory(h):
+    o = _H.get(h)
+    if o.__class__ is Memory or o.__class__ is DescMemory:
+        return o
+    raise _bad_handle(h, "ANeuralNetworksMemory")
+
+
+def _desc(h):
+    o = _H.get(h)
+    if o.__class__ is MemoryDesc:
+        return o
+    raise _bad_handle(h, "ANeuralNetworksMemoryDesc")
+
+
+def _burst(h):
+    o = _H.get(h)
+    if o.__class__ is Burst:
+        return o
+    raise _bad_handle(h, "ANeuralNetworksBurst")
+
+
+def _event(h):
+    o = _H.get(h)
+    if o.__class__ is Event or o.__class__ is FenceEvent:
+        return o
+    raise _bad_handle(h, "ANeuralNetworksEvent")
+
+
+def _device(h):
+    o = _H.get(h)
+    if o is DEVICE:
+        return o
+    raise _bad_handle(h, "ANeuralNetworksDevice")
+
+
+def _out(p, what):
+    if not p:
+        raise null(f"{what} is NULL")
+
+
+def _create(out, what, factory):
+    _out(out, what)
+    out[0] = 0
+    obj = factory()
+    out[0] = new_handle(obj)
+    return 0
+
+
+def _devices(devices, num):
+    if not devices:
+        raise null("devices is NULL")
+    if num == 0:
+        raise bad_data("numDevices is 0: at least one device is needed")
+    hs = [devices[i] for i in range(num)]
+    if 0 in hs:
+        raise null("the device list contains NULL")
+    devs = [_device(h) for h in hs]
+    if len(set(hs)) != len(hs):
+        raise bad_data("the device list contains a device twice")
+    return devs
+
+
+def _type_desc(ptr, code, count, d0, d1, d2, d3, dims):
+    """Decode an unpacked ANeuralNetworksOperandType (None when the pointer was NULL)."""
+    if not ptr:
+        return None
+    if count == 0:
+        if dims:
+            raise bad_data("dimensionCount is 0 but dimensions is not NULL")
+        d = ()
+    elif not dims:
+        raise bad_data(f"dimensionCount is {count} but dimensions is NULL")
+    elif count <= 4:
+        d = (d0, d1, d2, d3)[:count]
+    else:
+        d = tuple(ffi.unpack(ffi.cast("uint32_t *", dims), count))
+    return code, d
+
+
+def _u32_list(ptr, n, what):
+    if not ptr:
+        raise null(f"{what} is NULL")
+    return ffi.unpack(ptr, n) if n else []
+
+
+# ------------------------------------------------------------------------------- Model
+def Model_create(out):
+    return _create(out, "model", Model)
+
+
+def Model_free(h):
+    o = _H.get(h)
+    if o.__class__ is Model:
+        del _H[h]
+
+
+_SCALARS = C.SCALAR_TYPES
+
+
+def Model_addOperand(h, tp, code, count, d0, d1, d2, d3, dims, scale, zp):
+    m = _model(h)
+    if not tp:
+        raise null("type is NULL")
+    if count == 0:
+        if dims:
+            raise bad_data("dimensionCount is 0 but dimensions is not NULL")
+        d = () if code in _SCALARS else None
+    elif not dims:
+        raise bad_data(f"dimensionCount is {count} but dimensions is NULL")
+    elif count <= 4:
+        d = (d0, d1, d2, d3)[:count]
+    else:
+        d = tuple(ffi.unpack(ffi.cast("uint32_t *", dims), count))
+    m.add_operand(code, d, scale, zp)
+    return 0
+
+
+def Model_setOperandValue(h, index, buf, length):
+    m = _model(h)
+    if not buf:
+        if length:
+            raise null(f"buffer is NULL but length is {length}")
+        m.set_value(index, None)
+        return 0
+    if length > 0xFFFFFFFF:
+        raise bad_data(f"length {length} is too large")
+    if 0 <= index < len(m.types) and length <= C.MAX_SIZE_OF_IMMEDIATELY_COPIED_VALUES:
+        m.set_value(index, copy_bytes(buf, length))       # copied now (<= 128 bytes)
+    else:
+        m.set_value(index, (buf, length))                 # referenced: caller keeps it alive
+    return 0
+
+
+def Model_setOperandValueFromMemory(h, index, mem, offset, length):
+    m = _model(h)
+    if mem == 0:
+        raise null("memory is NULL")
+    m.set_value_from_memory(index, _memory(mem), offset, length)
+    return 0
+
+
+def Model_setOperandValueFromModel(h, index, value):
+    m = _model(h)
+    if value == 0:
+        raise null("value model is NULL")
+    m.set_value_from_model(index, _model(value))
+    return 0
+
+
+def Model_setOperandSymmPerChannelQuantParams(h, index, cq):
+    m = _model(h)
+    if not cq:
+        raise null("channelQuant is NULL")
+    n = cq.scaleCount
+    if n and not cq.scales:
+        raise null("channelQuant->scales is NULL")
+    m.set_channel_quant(index, cq.channelDim, ffi.unpack(cq.scales, n) if n else [])
+    return 0
+
+
+def Model_addOperation(h, code, nin, ins, nout, outs):
+    m = _model(h)
+    i = _u32_list(ins, nin, "inputs")
+    o = _u32_list(outs, nout, "outputs")
+    m.add_operation(code, i, o)
+    return 0
+
+
+def Model_identifyInputsAndOutputs(h, nin, ins, nout, outs):
+    m = _model(h)
+    m.identify(_u32_list(ins, nin, "inputs"), _u32_list(outs, nout, "outputs"))
+    return 0
+
+
+def Model_relaxComputationFloat32toFloat16(h, allow):
+    _model(h).relax(allow)
+    return 0
+
+
+def Model_finish(h):
+    _model(h).finish()
+    return 0
+
+
+def Model_getSupportedOperationsForDevices(h, devices, num, supported):
+    m = _model(h)
+    _devices(devices, num)
+    _out(supported, "supportedOps")
+    if not m.finished or m.invalid:
+        raise NNError(C.BAD_STATE, "the model must be finished first")
+    for k, op in enumerate(m.operations):
+        supported[k] = registry.supported(op.code)
+    return 0
+
+
+# ------------------------------------------------------------------------- Compilation
+def Compilation_create(h, out):
+    m = _model(h)
+    return _create(out, "compilation", lambda: Compilation(m))
+
+
+def Compilation_createForDevices(h, devices, num, out):
+    m = _model(h)
+    devs = _devices(devices, num)
+    _out(out, "compilation")
+    out[0] = 0
+    if not m.finished or m.invalid:
+        raise NNError(C.BAD_STATE, "the model must be finished before it is compiled")
+    unsupported = [k for k, op in enumerate(m.operations) if not registry.supported(op.code)]
+    if unsupported:
+        raise bad_data(f"operations {unsupported} are not supported by the given devices")
+    return _create(out, "compilation", lambda: Compilation(m, devs))
+
+
+def Compilation_free(h):
+    o = _H.get(h)
+    if o.__class__ is Compilation:
+        del _H[h]
+
+
+def Compilation_setPreference(h, p):
+    _comp(h).set_preference(p)
+    return 0
+
+
+def Compilation_setPriority(h, p):
+    _comp(h).set_priority(p)
+    return 0
+
+
+def Compilation_setTimeout(h, ns):
+    _comp(h).set_timeout(ns)
+    return 0
+
+
+def Compilation_setCaching(h, cache_dir, token):
+    c = _comp(h)
+    if not cache_dir:
+        raise null("cacheDir is NULL")
+    if not token:
+        raise null("token is NULL")
+    c.set_caching(ffi.string(cache_dir).decode(errors="surrogateescape"),
+                  ffi.buffer(token, C.BYTE_SIZE_OF_CACHE_TOKEN)[:])
+    return 0
+
+
+def Compilation_finish(h):
+    _comp(h).finish()
+    return 0
+
+
+def _preferred(h, index, out, is_input, what):
+    c = _comp(h)
+    _out(out, what)
+    out[0] = c.preferred(is_input, index, what)
+    return 0
+
+
+def Compilation_getPreferredMemoryAlignmentForInput(h, index, out):
+    return _preferred(h, index, out, True, "alignment")
+
+
+def Compilation_getPreferredMemoryAlignmentForOutput(h, index, out):
+    return _preferred(h, index, out, False, "alignment")
+
+
+def Compilation_getPreferredMemoryPaddingForInput(h, index, out):
+    return _preferred(h, index, out, True, "padding")
+
+
+def Compilation_getPreferredMemoryPaddingForOutput(h, index, out):
+    return _preferred(h, index, out, False, "padding")
+
+
+# --------------------------------------------------------------------------- Execution
+def Execution_create(h, out):
+    c = _comp(h)
+    return _create(out, "execution", lambda: Execution(c))
+
+
+def Execution_free(h):
+    o = _H.get(h)
+    if o.__class__ is Execution:
+        if o.state == 1:
+            set_last("ANeuralNetworksExecution_free", C.BAD_STATE,
+                     "ignored: the execution is still computing (free it after it completes)")
+            return
+        del _H[h]
+
+
+def Execution_setInput(h, index, tp, code, count, d0, d1, d2, d3, dims, scale, zp, buf, length):
+    ex = _exec(h)
+    td = _type_desc(tp, code, count, d0, d1, d2, d3, dims) if tp else None
+    ex.set_io(True, index, td and (td[0], td[1], scale, zp), buf, length)
+    return 0
+
+
+def Execution_setOutput(h, index, tp, code, count, d0, d1, d2, d3, dims, scale, zp, buf, length):
+    ex = _exec(h)
+    td = _type_desc(tp, code, count, d0, d1, d2, d3, dims) if tp else None
+    ex.set_io(False, index, td and (td[0], td[1], scale, zp), buf, length)
+    return 0
+
+
+def Execution_setInputFromMemory(h, index, tp, code, count, d0, d1, d2, d3, dims, scale, zp, mem, offset, length):
+    ex = _exec(h)
+    if mem == 0:
+        raise null("memory is NULL")
+    m = _memory(mem)
+    td = _type_desc(tp, code, count, d0, d1, d2, d3, dims) if tp else None
+    ex.set_io(True, index, td and (td[0], td[1], scale, zp), 1, length, m, offset)
+    return 0
+
+
+def Execution_setOutputFromMemory(h, index, tp, code, count, d0, d1, d2, d3, dims, scale, zp, mem, offset, length):
+    ex = _exec(h)
+    if mem == 0:
+        raise null("memory is NULL")
+    m = _memory(mem)
+    td = _type_desc(tp, code, count, d0, d1, d2, d3, dims) if tp else None
+    ex.set_io(False, index, td and (td[0], td[1], scale, zp), 1, length, m, offset)
+    return 0
+
+
+def Execution_setMeasureTiming(h, measure):
+    _exec(h).set_measure(measure)
+    return 0
+
+
+def Execution_setTimeout(h, ns):
+    _exec(h).set_timeout(ns)
+    return 0
+
+
+def Execution_setLoopTimeout(h, ns):
+    _exec(h).set_loop_timeout(ns)
+    return 0
+
+
+def Execution_enableInputAndOutputPadding(h, enable):
+    _exec(h).enable_padding(enable)
+    return 0
+
+
+def Execution_setReusable(h, r):
+    _exec(h).set_reusable(r)
+    return 0
+
+
+def Execution_compute(h):
+    status = _exec(h).compute()
+    if status:
+        raise NNError(status, last_error()[1])
+    return 0
+
+
+def Execution_burstCompute(h, b):
+    ex = _exec(h)
+    if b == 0:
+        raise null("burst is NULL")
+    burst = _burst(b)
+    if burst.compilation is not ex.compilation:
+        raise bad_data("the burst and the execution come from different compilations")
+    if not burst.lock.acquire(False):
+        raise NNError(C.BAD_STATE, "another computation is in flight on this burst")
+    try:
+        status = ex.compute()
+    finally:
+        burst.lock.release()
+    if status:
+        raise NNError(status, last_error()[1])
+    return 0
+
+
+def Execution_startCompute(h, out):
+    ex = _exec(h)
+    _out(out, "event")
+    out[0] = 0
+    ev = ex.start()
+    out[0] = new_handle(ev)
+    return 0
+
+
+def Execution_startComputeWithDependencies(h, deps, ndeps, duration, out):
+    ex = _exec(h)
+    if ndeps and not deps:
+        raise null("dependencies is NULL")
+    _out(out, "event")
+    out[0] = 0
+    hs = [deps[i] for i in range(ndeps)]
+    if 0 in hs:
+        raise null("the dependency list contains NULL")
+    evs = [_event(d) for d in hs]
+    if duration and not ex.compilation.single_device:
+        raise bad_data("a non-zero duration needs a compilation created by createForDevices with exactly one device")
+    m = ex.model
+    for k, io in enumerate(ex.outs):
+        dims = m.dims[m.outputs[k]] if io is None or io.dims is None else io.dims
+        if m.types[m.outputs[k]] not in _SCALARS and (dims is None or not all(dims)):
+            raise bad_data(f"output {k} is not fully specified: dynamic output shapes cannot be used "
+                           f"with startComputeWithDependencies")
+    for e in evs:
+        if e.failed():
+            raise bad_data("a dependency event has already failed")
+    if duration:
+        ex.timeout = ex.timeout or duration
+    ev = ex.start(evs, with_fence=True)
+    out[0] = new_handle(ev)
+    return 0
+
+
+def Execution_getOutputOperandRank(h, index, out):
+    ex = _exec(h)
+    _out(out, "rank")
+    rank, status = ex.output_rank(index)
+    out[0] = rank
+    if status:
+        raise NNError(status, f"output {index}: the buffer given was too small (rank {rank} reported)")
+    return 0
+
+
+def Execution_getOutputOperandDimensions(h, index, out):
+    ex = _exec(h)
+    _out(out, "dimensions")
+    dims, status = ex.output_dims(index)
+    for k, d in enumerate(dims):
+        out[k] = d
+    if status:
+        raise NNError(status, f"output {index}: the buffer given was too small (dimensions {list(dims)} reported)")
+    return 0
+
+
+def Execution_getDuration(h, code, out):
+    ex = _exec(h)
+    _out(out, "duration")
+    out[0] = 0xFFFFFFFFFFFFFFFF
+    out[0] = ex.duration(code)
+    return 0
+
+
+# ------------------------------------------------------------------------------ Burst
+def Burst_create(h, out):
+    c = _comp(h)
+    return _create(out, "burst", lambda: Burst(c))
+
+
+def Burst_free(h):
+    o = _H.get(h)
+    if o.__class__ is Burst:
+        del _H[h]
+
+
+# ------------------------------------------------------------------------------ Event
+def Event_wait(h):
+    status = _event(h).wait()
+    if status:
+        raise NNError(status, last_error()[1] or f"the computation failed ({C.RESULT_NAMES.get(status)})")
+    return 0
+
+
+def Event_free(h):
+    o = _H.get(h)
+    if o.__class__ is Event or o.__class__ is FenceEvent:
+        if o.__class__ is Event:
+            o.wait()
+        del _H[h]
+        o.close()
+
+
+def Event_createFromSyncFenceFd(fd, out):
+    _out(out, "event")
+    out[0] = 0
+    ev = FenceEvent(fd)
+    out[0] = new_handle(ev)
+    return 0
+
+
+def Event_getSyncFenceFd(h, out):
+    ev = _event(h)
+    _out(out, "sync_fence_fd")
+    out[0] = -1
+    out[0] = ev.get_fd()
+    return 0
+
+
+# ----------------------------------------------------------------------------- Memory
+def Memory_createFromFd(size, protect, fd, offset, out):
+    _out(out, "memory")
+    out[0] = 0
+    mem = Memory(size, protect, fd, offset)
+    out[0] = new_handle(mem)
+    return 0
+
+
+def Memory_createFromAHardwareBuffer(ahwb, out):
+    if ahwb == 0:
+        raise null("ahwb is NULL")
+    _out(out, "memory")
+    out[0] = 0
+    raise bad_data("AHardwareBuffer does not exist on Linux: use ANeuralNetworksMemory_createFromFd")
+
+
+def Memory_createFromDesc(h, out):
+    d = _desc(h)
+    return _create(out, "memory", lambda: DescMemory(d))
+
+
+def Memory_copy(src, dst):
+    s = _memory(src)
+    d = _memory(dst)
+    memory_copy(s, d)
+    return 0
+
+
+def Memory_free(h):
+    o = _H.get(h)
+    if o.__class__ is Memory or o.__class__ is DescMemory:
+        del _H[h]
+        o.close()
+
+
+def MemoryDesc_create(out):
+    return _create(out, "desc", MemoryDesc)
+
+
+def MemoryDesc_free(h):
+    o = _H.get(h)
+    if o.__class__ is MemoryDesc:
+        del _H[h]
+
+
+def MemoryDesc_addInputRole(h, c, index, freq):
+    d = _desc(h)
+    d.add_role(_comp(c), index, freq, True)
+    return 0
+
+
+def MemoryDesc_addOutputRole(h, c, index, freq):
+    d = _desc(h)
+    d.add_role(_comp(c), index, freq, False)
+    return 0
+
+
+def MemoryDesc_setDimensions(h, rank, dims):
+    d = _desc(h)
+    if rank and not dims:
+        raise null("dimensions is NULL")
+    d.set_dimensions(tuple(ffi.unpack(dims, rank)) if rank else ())
+    return 0
+
+
+def MemoryDesc_finish(h):
+    _desc(h).finish()
+    return 0
+
+
+# ----------------------------------------------------------------------------- Devices
+def _getDeviceCount(out):
+    _out(out, "numDevices")
+    out[0] = 1
+    return 0
+
+
+def _getDevice(index, out):
+    _out(out, "device")
+    if index != 0:
+        out[0] = 0
+        raise bad_data(f"device index {index} is out of range (1 device)")
+    out[0] = DEVICE_HANDLE
+    return 0
+
+
+def Device_getName(h, out):
+    _device(h)
+    _out(out, "name")
+    out[0] = _DEVICE_NAME
+    return 0
+
+
+def Device_getVersion(h, out):
+    _device(h)
+    _out(out, "version")
+    out[0] = _DEVICE_VERSION
+    return 0
+
+
+def Device_getType(h, out):
+    _device(h)
+    _out(out, "type")
+    out[0] = C.DEVICE_CPU
+    return 0
+
+
+def Device_getFeatureLevel(h, out):
+    _device(h)
+    _out(out, "featureLevel")
+    out[0] = C.FEATURE_LEVEL_CODE[C.RUNTIME_FEATURE_LEVEL]
+    return 0
+
+
+def Device_wait(h):
+    _device(h)
+    return 0
+
+
+def _getDefaultLoopTimeout():
+    return C.DEFAULT_LOOP_TIMEOUT_NS
+
+
+def _getMaximumLoopTimeout():
+    return C.MAXIMUM_LOOP_TIMEOUT_NS
+
+
+def _getRuntimeFeatureLevel():
+    return C.FEATURE_LEVEL_CODE[C.RUNTIME_FEATURE_LEVEL]
+
+
+# ------------------------------------------------------------------------------ extras
+_err_text = {}
+
+
+def _last_error_text():
+    code, reason = last_error()
+    buf = ffi.new("char[]", reason.encode("utf-8", "replace"))
+    _err_text[threading.get_ident()] = buf       # alive until this thread's next call here
+    return buf
+
+
+def _last_error_code():
+    return last_error()[0]
+
+
+# ----------------------------------------------------------------------------- install
+_DEVICE_NAME = None
+_DEVICE_VERSION = None
+_VOID = {"Model_free", "Compilation_free", "Execution_free", "Burst_free", "Event_free",
+         "Memory_free", "MemoryDesc_free"}
+
+
+def _onerror_for(cname, void=False):
+    def onerror(exc_type, exc, tb):
+        if isinstance(exc, NNError):
+            set_last(cname, exc.code, exc.reason)
+            return None if void else exc.code
+        try:
+            set_last(cname, C.OP_FAILED, f"internal error: {exc_type.__name__}: {exc}")
+            if TRACE_CALLS:
+                import traceback
+                traceback.print_exception(exc_type, exc, tb)
+        except BaseException:
+            pass
+        return None if void else C.OP_FAILED
+    return onerror
+
+
+def _traced(cname, fn):
+    def wrapper(*args):
+        r = fn(*args)
+        sys.stderr.write(f"nnapi_py: {cname}{args!r} -> {r}\n")
+        return r
+    return wrapper
+
+
+def install(the_ffi, lib, so_path):
+    global ffi, _DEVICE_NAME, _DEVICE_VERSION
+    ffi = the_ffi
+    _DEVICE_NAME = ffi.new("char[]", Device.name)       # live for the process
+    _DEVICE_VERSION = ffi.new("char[]", Device.version)
+    g = globals()
+    for name, fn in list(g.items()):
+        if not callable(fn) or name.startswith("__") or "_" not in name:
+            continue
+        if not (name[0].isupper() or name.startswith("_get")):
+            continue
+        cname = "ANeuralNetworks" + name
+        void = name in _VOID
+        if TRACE_CALLS:
+            fn = _traced(cname, fn)
+        if void:
+            ffi.def_extern(name="_nnpy_" + cname, onerror=_onerror_for(cname, True))(fn)
+        elif name.startswith("_get") and name != "_getDevice" and name != "_getDeviceCount":
+            ffi.def_extern(name="_nnpy_" + cname)(fn)
+        else:
+            ffi.def_extern(name="_nnpy_" + cname, error=C.OP_FAILED, onerror=_onerror_for(cname))(fn)
+    ffi.def_extern(name="_nnpy_last_error_text")(_last_error_text)
+    ffi.def_extern(name="_nnpy_last_error_code")(_last_error_code)

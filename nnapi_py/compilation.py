@@ -1,0 +1,89 @@
+"""ANeuralNetworksCompilation and ANeuralNetworksBurst."""
+import threading
+
+from . import constants as C
+from .errors import NNError, bad_data, bad_state
+from .plan import Plan
+
+PREFERRED_ALIGNMENT = 64   # bytes; a cache line, what numpy kernels like
+PREFERRED_PADDING = 64
+
+
+class Compilation:
+    def __init__(self, model, devices=None):
+        if not model.finished or model.invalid:
+            raise bad_state("the model must be finished (ANeuralNetworksModel_finish) before it is compiled")
+        self.model = model
+        self.devices = devices          # None = ANeuralNetworksCompilation_create
+        self.preference = C.PREFER_FAST_SINGLE_ANSWER
+        self.priority = C.PRIORITY_DEFAULT
+        self.timeout = 0
+        self.cache_dir = None
+        self.token = None
+        self.finished = False
+        self.invalid = False
+        self.plan = None
+
+    @property
+    def single_device(self):
+        return self.devices is not None and len(self.devices) == 1
+
+    def _mutable(self):
+        if self.finished:
+            raise bad_state("the compilation has been finished and can no longer be modified")
+
+    def set_preference(self, p):
+        self._mutable()
+        if p not in C.PREFERENCES:
+            raise bad_data(f"invalid preference {p} (expected 0 LOW_POWER, 1 FAST_SINGLE_ANSWER or 2 SUSTAINED_SPEED)")
+        self.preference = p
+
+    def set_priority(self, p):
+        self._mutable()
+        if p not in C.PRIORITIES:
+            raise bad_data(f"invalid priority {p} (expected 90 LOW, 100 MEDIUM or 110 HIGH)")
+        self.priority = p
+
+    def set_timeout(self, ns):
+        self._mutable()
+        if not self.single_device:
+            raise bad_data("ANeuralNetworksCompilation_setTimeout needs a compilation created by "
+                           "ANeuralNetworksCompilation_createForDevices with exactly one device")
+        self.timeout = ns
+
+    def set_caching(self, cache_dir, token):
+        self._mutable()
+        if not cache_dir.endswith("/"):
+            cache_dir += "/"
+        self.cache_dir, self.token = cache_dir, bytes(token)
+
+    def finish(self):
+        if self.finished:
+            raise bad_state("ANeuralNetworksCompilation_finish was already called on this compilation")
+        self.finished = True
+        try:
+            self.plan = Plan(self.model)
+        except NNError:
+            self.invalid = True
+            raise
+        except Exception as e:
+            self.invalid = True
+            raise NNError(C.OP_FAILED, f"compilation failed: {type(e).__name__}: {e}") from e
+
+    def _ready(self):
+        if not self.finished or self.invalid:
+            raise bad_state("the compilation must be finished (and valid) first")
+
+    def preferred(self, is_input, index, what):
+        self._ready()
+        n = len(self.model.inputs if is_input else self.model.outputs)
+        if not 0 <= index < n:
+            raise bad_data(f"{'input' if is_input else 'output'} index {index} is out of range ({n})")
+        return PREFERRED_ALIGNMENT if what == "alignment" else PREFERRED_PADDING
+
+
+class Burst:
+    def __init__(self, compilation):
+        compilation._ready()
+        self.compilation = compilation
+        self.lock = threading.Lock()

@@ -1,0 +1,61 @@
+"""Result codes as exceptions, and the per-thread "last error" every entry point records.
+
+Every failure inside the runtime raises NNError(code, reason); the C ABI layer turns it
+into the return code and stores the one-line reason for the calling thread, where
+``nnapi_py_last_error()`` (C) or ``nnapi_py.last_error()`` (Python) can read it.
+NNAPI_PY_TRACE=errors prints every non-zero result to stderr; NNAPI_PY_TRACE=calls
+prints every call as well.
+"""
+import os
+import sys
+import threading
+
+from . import constants as C
+
+
+class NNError(Exception):
+    def __init__(self, code, reason):
+        super().__init__(reason)
+        self.code = code
+        self.reason = reason
+
+
+def bad_data(reason):
+    return NNError(C.BAD_DATA, reason)
+
+
+def bad_state(reason):
+    return NNError(C.BAD_STATE, reason)
+
+
+def null(reason):
+    return NNError(C.UNEXPECTED_NULL, reason)
+
+
+def op_failed(reason):
+    return NNError(C.OP_FAILED, reason)
+
+
+_trace = os.environ.get("NNAPI_PY_TRACE", "").strip().lower()
+TRACE_ERRORS = _trace in ("1", "errors", "error", "calls", "all")
+TRACE_CALLS = _trace in ("calls", "all")
+
+# last error per OS thread (threading.get_ident is stable for a C thread across calls)
+_last = {}
+_get_ident = threading.get_ident
+
+
+def set_last(func, code, reason):
+    _last[_get_ident()] = (code, reason)
+    if TRACE_ERRORS:
+        sys.stderr.write(f"nnapi_py: {func} -> {C.RESULT_NAMES.get(code, code)}: {reason}\n")
+        sys.stderr.flush()
+
+
+def clear_last():
+    _last.pop(_get_ident(), None)
+
+
+def last_error():
+    """(code, reason) of the calling thread's most recent failed call, or (0, '')."""
+    return _last.get(_get_ident(), (0, ""))

@@ -1,0 +1,121 @@
+"""ANeuralNetworksEvent: completion of an asynchronous computation, optionally backed by a
+pollable Linux file descriptor (an eventfd) that plays the role of a sync fence."""
+import os
+import select
+import threading
+
+from . import constants as C
+from .errors import bad_data
+
+
+class Event:
+    """Signalled once; status is the computation's result code."""
+
+    def __init__(self, with_fence=False):
+        self._done = threading.Event()
+        self.status = None
+        self.fd = os.eventfd(0, os.EFD_CLOEXEC) if with_fence else -1
+
+    def signal(self, status):
+        self.status = status
+        self._done.set()
+        if self.fd >= 0:
+            os.eventfd_write(self.fd, 1)
+
+    def wait(self):
+        self._done.wait()
+        return self.status
+
+    def done(self):
+        return self._done.is_set()
+
+    def failed(self):
+        return self._done.is_set() and self.status != C.NO_ERROR
+
+    def get_fd(self):
+        if self.fd < 0:
+            raise bad_data("the event is not backed by a sync fence")
+        return os.dup(self.fd)
+
+    def close(self):
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+class FenceEvent:
+    """An event made from a caller's pollable fd (sync fence): signalled when it is readable."""
+
+    def __init__(self, fd):
+        if fd < 0:
+            raise bad_data(f"invalid sync fence fd {fd}")
+        try:
+            self.fd = os.dup(fd)
+        except OSError as e:
+            raise bad_data(f"cannot duplicate sync fence fd {fd}: {e.strerror}") from None
+        self.status = None
+
+    def wait(self):
+        if self.status is None:
+            p = select.poll()
+            p.register(self.fd, select.POLLIN | select.POLLERR | select.POLLHUP)
+            while True:
+                ev = p.poll()
+                if ev:
+                    self.status = C.OP_FAILED if ev[0][1] & select.POLLERR else C.NO_ERROR
+                    break
+        return self.status
+
+    def done(self):
+        if self.status is not None:
+            return True
+        p = select.poll()
+        p.register(self.fd, select.POLLIN | select.POLLERR | select.POLLHUP)
+        return bool(p.poll(0))
+
+    def failed(self):
+        return self.done() and self.wait() != C.NO_ERROR
+
+    def get_fd(self):
+        return os.dup(self.fd)
+
+    def close(self):
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+class _Pool:
+    """Daemon worker threads for asynchronous computations; grows when all are busy so a
+    computation waiting on a dependency can never starve the one it waits for."""
+
+    def __init__(self):
+        import queue
+        self.q = queue.SimpleQueue()
+        self.idle = 0
+        self.lock = threading.Lock()
+
+    def submit(self, fn):
+        with self.lock:
+            if self.idle > 0:
+                self.idle -= 1
+                spawn = False
+            else:
+                spawn = True
+        self.q.put(fn)
+        if spawn:
+            threading.Thread(target=self._worker, name="nnapi_py-worker", daemon=True).start()
+
+    def _worker(self):
+        q = self.q
+        while True:
+            fn = q.get()
+            try:
+                fn()
+            except BaseException:   # the task records its own status; never kill the worker
+                pass
+            with self.lock:
+                self.idle += 1
+
+
+pool = _Pool()

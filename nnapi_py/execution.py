@@ -1,0 +1,374 @@
+"""ANeuralNetworksExecution: the preparation -> computation -> completed state machine."""
+import threading
+import time
+
+import numpy as np
+
+from . import constants as C
+from .cffi_util import view_array
+from .errors import NNError, bad_data, bad_state, null
+from .event import Event, pool
+from .operand import byte_size, merge_dims, dims_text
+from .memory import Memory
+
+PREPARATION, COMPUTATION, COMPLETED = 0, 1, 2
+UINT64_MAX = 0xFFFFFFFFFFFFFFFF
+_SCALARS = C.SCALAR_TYPES
+
+
+class _IO:
+    """One input or output binding."""
+    __slots__ = ("addr", "length", "dims", "memory", "offset", "omitted", "array")
+
+    def __init__(self, addr, length, dims, memory=None, offset=0, omitted=False):
+        self.addr, self.length, self.dims = addr, length, dims
+        self.memory, self.offset, self.omitted = memory, offset, omitted
+        self.array = None
+
+
+class Execution:
+    def __init__(self, compilation):
+        compilation._ready()
+        self.compilation = compilation
+        self.plan = compilation.plan
+        m = compilation.model
+        self.model = m
+        self.ins = [None] * len(m.inputs)
+        self.outs = [None] * len(m.outputs)
+        self.state = PREPARATION
+        self.reusable = False
+        self.padding = False
+        self.any_set = False
+        self.measure = False
+        self.timeout = 0
+        self.loop_timeout = C.DEFAULT_LOOP_TIMEOUT_NS
+        self.status = None
+        self.out_shapes = None
+        self.durations = None
+        self._lock = threading.Lock()
+        self._bound = None        # cached (in_arrays, out_arrays) for the static fast path
+
+    # ---- preparation -------------------------------------------------------------------------
+    def _prep(self):
+        if self.state != PREPARATION:
+            raise bad_state("the execution is no longer in the preparation state")
+
+    def set_io(self, is_input, index, tdesc, addr, length, memory=None, offset=0):
+        if self.state != PREPARATION:
+            raise bad_state("the execution is no longer in the preparation state")
+        lst = self.ins if is_input else self.outs
+        kind = "input" if is_input else "output"
+        if not 0 <= index < len(lst):
+            raise bad_data(f"{kind} index {index} is out of range (model has {len(lst)} {kind}s)")
+        if lst[index] is not None:
+            raise bad_state(f"{kind} {index} has already been set")
+        m = self.model
+        op = (m.inputs if is_input else m.outputs)[index]
+        code = m.types[op]
+        declared = m.dims[op]
+        if tdesc is not None:
+            tcode, tdims, tscale, tzp = tdesc
+            if tcode != code or tscale != m.scales[op] or tzp != m.zps[op]:
+                raise bad_data(f"{kind} {index}: the operand type given differs from the model's "
+                               f"(only unspecified dimensions may be filled in)")
+            if code in _SCALARS:
+                if tdims:
+                    raise bad_data(f"{kind} {index}: a scalar cannot be given dimensions")
+                dims = ()
+            elif declared is None or len(declared) == 0:
+                if not tdims and not is_input:
+                    dims = None
+                else:
+                    dims = tuple(tdims)
+            else:
+                if len(tdims) != len(declared):
+                    raise bad_data(f"{kind} {index}: rank {len(tdims)} differs from the model's rank {len(declared)}")
+                dims = merge_dims(declared, tdims, f"{kind} {index}")
+        else:
+            dims = () if code in _SCALARS else declared
+        if memory is None and addr == 0:
+            if length != 0:
+                raise null(f"{kind} {index}: buffer is NULL but length is {length}")
+            lst[index] = _IO(0, 0, dims, omitted=True)
+            self.any_set = True
+            return
+        known = dims is not None and all(dims)
+        if is_input and not known:
+            raise bad_data(f"{kind} {index}: dimensions {dims_text(dims)} are not fully specified; "
+                           f"pass an ANeuralNetworksOperandType with the actual dimensions")
+        if memory is not None and memory.kind == "desc":
+            if offset != 0 or length != 0:
+                raise bad_data(f"{kind} {index}: memory from a descriptor needs offset 0 and length 0")
+            roles = memory.roles_in if is_input else memory.roles_out
+            if (self.compilation, index) not in roles:
+                raise bad_data(f"{kind} {index}: the memory descriptor has no {kind} role for this index")
+            lst[index] = _IO(0, 0, dims, memory, 0)
+            self.any_set = True
+            return
+        if known:
+            need = byte_size(code, dims)
+            if length < need or (length != need and not self.padding):
+                raise bad_data(f"{kind} {index}: length {length} does not match the operand size {need} bytes"
+                               + ("" if self.padding else " (enable padding to pass a larger buffer)"))
+        if memory is not None:
+            memory.check_region(offset, length, f"{kind} {index}")
+            if not is_input and not memory.writable:
+                raise bad_data(f"{kind} {index}: the memory is not writable")
+        lst[index] = _IO(addr, length, dims, memory, offset)
+        self.any_set = True
+
+    def enable_padding(self, enable):
+        self._prep()
+        if self.any_set:
+            raise bad_state("enableInputAndOutputPadding must be called before any input or output is set")
+        self.padding = bool(enable)
+
+    def set_reusable(self, r):
+        self._prep()
+        self.reusable = bool(r)
+
+    def set_measure(self, measure):
+        self._prep()
+        if not self.compilation.single_device:
+            raise bad_data("setMeasureTiming needs a compilation created by createForDevices with exactly one device")
+        self.measure = bool(measure)
+
+    def set_timeout(self, ns):
+        self._prep()
+        if not self.compilation.single_device:
+            raise bad_data("ANeuralNetworksExecution_setTimeout needs a compilation created by "
+                           "createForDevices with exactly one device")
+        self.timeout = ns
+
+    def set_loop_timeout(self, ns):
+        self._prep()
+        self.loop_timeout = min(ns, C.MAXIMUM_LOOP_TIMEOUT_NS)
+
+    # ---- computation ---------------------------------------------------------------------------
+    def begin(self):
+        """Move to the computation state (raises on misuse); returns nothing."""
+        if not self._lock.acquire(False):
+            raise bad_state("a computation of this execution is already in progress")
+        try:
+            if self.state == COMPUTATION:
+                raise bad_state("a computation of this execution is already in progress")
+            if self.state == COMPLETED and not self.reusable:
+                raise bad_state("the execution has completed and is not reusable")
+            for kind, lst in (("input", self.ins), ("output", self.outs)):
+                for k, io in enumerate(lst):
+                    if io is None:
+                        raise bad_data(f"{kind} {k} has not been set (use a NULL buffer with length 0 to omit it)")
+            self.state = COMPUTATION
+        except BaseException:
+            self._lock.release()
+            raise
+
+    def end(self, status):
+        self.status = status
+        self.state = COMPLETED
+        self._lock.release()
+
+    def run(self, deps=(), fenced=False):
+        """Run the computation; returns a result code (never raises)."""
+        t0 = time.perf_counter_ns() if self.measure else 0
+        try:
+            deadline = time.monotonic_ns() + self.timeout if self.timeout else None
+            status = self._compute(deadline)
+        except NNError as e:
+            from .errors import set_last
+            set_last("ANeuralNetworksExecution_compute", e.code, e.reason)
+            status = e.code
+        except Exception as e:
+            from .errors import set_last
+            set_last("ANeuralNetworksExecution_compute", C.OP_FAILED, f"{type(e).__name__}: {e}")
+            status = C.OP_FAILED
+        if self.measure:
+            dt = time.perf_counter_ns() - t0
+            if status == C.NO_ERROR:
+                self.durations = (dt, dt, dt if fenced else UINT64_MAX, dt if fenced else UINT64_MAX)
+            else:
+                self.durations = None
+        return status
+
+    def _input_array(self, k, io):
+        if io.omitted:
+            return None
+        m = self.model
+        code = m.types[m.inputs[k]]
+        dt = C.DTYPES[code]
+        if io.memory is not None:
+            mem = io.memory
+            if mem.kind == "desc":
+                if not mem.initialized:
+                    raise NNError(C.OP_FAILED, f"input {k}: the descriptor memory is not initialized")
+                shape = mem.shape
+                raw = mem.array[:byte_size(code, shape)]
+            else:
+                shape = io.dims
+                raw = mem.bytes[io.offset:io.offset + byte_size(code, shape)]
+            a = raw.view(dt)
+            return a[0] if code in _SCALARS else a.reshape(shape)
+        if code in _SCALARS:
+            return view_array(io.addr, dt.itemsize, dt, (1,))[0]
+        return view_array(io.addr, byte_size(code, io.dims), dt, io.dims)
+
+    def _output_region(self, k, io, need):
+        """(kind, obj): raw uint8 region able to hold `need` bytes, or None if too small."""
+        if io.memory is not None:
+            mem = io.memory
+            if mem.kind == "desc":
+                return mem.ensure(need)[:need]
+            if need > io.length:
+                return None
+            return mem.bytes[io.offset:io.offset + need]
+        if need > io.length:
+            return None
+        return view_array(io.addr, need, np.uint8, (need,)) if need else np.empty(0, np.uint8)
+
+    def _compute(self, deadline):
+        plan = self.plan
+        m = self.model
+        bound = self._bound
+        if bound is not None:
+            plan.run_static(bound[0], bound[1], deadline)
+            self.out_shapes = plan.out_shapes
+            return C.NO_ERROR
+        ins = [self._input_array(k, io) for k, io in enumerate(self.ins)]
+        # the static path needs inputs shaped as compiled and outputs big enough
+        static = plan.static and all(
+            a is None or s is None or np.shape(a) == s for a, s in zip(ins, plan.in_static))
+        if static:
+            outs = []
+            for k, io in enumerate(self.outs):
+                o = m.outputs[k]
+                shape = plan.out_shapes[k]
+                dt = C.DTYPES.get(m.types[o])
+                if io.omitted:
+                    outs.append(np.empty(shape, dt))
+                    continue
+                need = byte_size(m.types[o], shape)
+                reg = self._output_region(k, io, need)
+                if reg is None:
+                    static = False
+                    break
+                arr = reg.view(dt)
+                outs.append(arr[0:1].reshape(()) if m.types[o] in _SCALARS else arr.reshape(shape))
+        if static:
+            plan.run_static(ins, outs, deadline)
+            self.out_shapes = plan.out_shapes
+            self._mark_desc_outputs(self.out_shapes)
+            if self.reusable and all(io.memory is None or io.memory.kind != "desc"
+                                     for io in self.ins + self.outs):
+                self._bound = (ins, outs)
+            return C.NO_ERROR
+        return self._compute_dynamic(ins, deadline)
+
+    def _compute_dynamic(self, ins, deadline):
+        m = self.model
+        insufficient = []
+        temps = {}
+
+        def provider(k, shape, dt):
+            io = self.outs[k]
+            o = m.outputs[k]
+            if io.omitted:
+                return np.empty(shape, dt)
+            need = byte_size(m.types[o], shape)
+            reg = self._output_region(k, io, need)
+            if reg is None:
+                insufficient.append(k)
+                a = np.empty(shape, dt)
+                temps[k] = a
+                return a
+            arr = reg.view(dt)
+            return arr[0:1].reshape(()) if m.types[o] in _SCALARS else arr.reshape(shape)
+
+        shapes = self.plan.run_dynamic(ins, provider, deadline)
+        self.out_shapes = shapes
+        if insufficient:
+            from .errors import set_last
+            k = insufficient[0]
+            set_last("ANeuralNetworksExecution_compute", C.OUTPUT_INSUFFICIENT_SIZE,
+                     f"output {k} needs {byte_size(m.types[m.outputs[k]], shapes[k])} bytes for shape "
+                     f"{list(shapes[k])} but its buffer has {self.outs[k].length}")
+            for kk in range(len(self.outs)):
+                io = self.outs[kk]
+                if io.memory is not None and io.memory.kind == "desc":
+                    io.memory.initialized = False
+            return C.OUTPUT_INSUFFICIENT_SIZE
+        self._mark_desc_outputs(shapes)
+        return C.NO_ERROR
+
+    def _mark_desc_outputs(self, shapes):
+        for k, io in enumerate(self.outs):
+            if io.memory is not None and io.memory.kind == "desc":
+                io.memory.initialized = True
+                io.memory.shape = tuple(shapes[k])
+
+    def compute(self):
+        self.begin()
+        status = self.run()
+        self._finish_status(status)
+        self.end(status)
+        return status
+
+    def _finish_status(self, status):
+        if status not in (C.NO_ERROR, C.OUTPUT_INSUFFICIENT_SIZE):
+            for io in self.outs:
+                if io is not None and io.memory is not None and io.memory.kind == "desc":
+                    io.memory.initialized = False
+
+    def start(self, deps=(), with_fence=False):
+        self.begin()
+        ev = Event(with_fence)
+
+        def task():
+            status = C.NO_ERROR
+            for d in deps:
+                if d.wait() != C.NO_ERROR:
+                    status = C.OP_FAILED
+                    from .errors import set_last
+                    set_last("ANeuralNetworksEvent_wait", status, "a dependency of this execution failed")
+                    break
+            if status == C.NO_ERROR:
+                status = self.run(fenced=bool(deps))
+            self._finish_status(status)
+            self.end(status)
+            ev.signal(status)
+
+        pool.submit(task)
+        return ev
+
+    # ---- results ---------------------------------------------------------------------------------
+    def _completed(self, k):
+        if self.state != COMPLETED:
+            raise bad_state("the execution has not completed")
+        if self.status not in (C.NO_ERROR, C.OUTPUT_INSUFFICIENT_SIZE):
+            raise bad_state("the last computation of this execution failed")
+        if not 0 <= k < len(self.outs):
+            raise bad_data(f"output index {k} is out of range (model has {len(self.outs)} outputs)")
+        shape = self.out_shapes[k] if self.out_shapes else None
+        if shape is None:
+            raise NNError(C.OUTPUT_INSUFFICIENT_SIZE, f"the shape of output {k} was not computed")
+        return tuple(shape)
+
+    def output_rank(self, k):
+        shape = self._completed(k)
+        return len(shape), self.status
+
+    def output_dims(self, k):
+        shape = self._completed(k)
+        if self.model.types[self.model.outputs[k]] in _SCALARS:
+            raise bad_data(f"output {k} is a scalar: it has no dimensions")
+        return shape, self.status
+
+    def duration(self, code):
+        if code not in C.DURATION_CODES:
+            raise bad_data(f"invalid duration code {code}")
+        if self.state != COMPLETED:
+            raise bad_state("the execution has not completed")
+        if not self.measure:
+            raise NNError(C.BAD_STATE, "timing was not requested with ANeuralNetworksExecution_setMeasureTiming")
+        if self.status != C.NO_ERROR or self.durations is None:
+            raise bad_state("the last computation of this execution failed")
+        return self.durations[code]

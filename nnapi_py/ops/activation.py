@@ -1,0 +1,1 @@
+"""Activations and normalizations."""

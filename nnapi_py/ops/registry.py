@@ -1,0 +1,39 @@
+"""Operation lookup.  Importing this module registers every operation module listed here."""
+import importlib
+
+from .. import constants as C
+from ..errors import bad_data
+from .base import OPS
+
+# one module per family; each registers its operations with @register on import
+_MODULES = (
+    "elementwise", "unary", "activation", "normalization", "convert",   # family 1
+    "conv", "dense", "pool", "resize", "spatial",                          # family 2
+    "shape", "slicing", "reduce", "gather",                                # family 3
+)
+
+for _m in _MODULES:
+    importlib.import_module(f"{__package__}.{_m}")
+
+
+def op_name(code):
+    if 0 <= code < len(C.OPERATION_NAMES):
+        return C.OPERATION_NAMES[code]
+    if code == C.OEM_OPERATION:
+        return "OEM_OPERATION"
+    return f"operation code {code}"
+
+
+def lookup(code):
+    op = OPS.get(code)
+    if op is not None:
+        return op
+    if 0 <= code < len(C.OPERATION_NAMES) or code == C.OEM_OPERATION:
+        raise bad_data(f"{op_name(code)}: operation is not implemented by nnapi_py yet")
+    if code >> 16:
+        raise bad_data(f"extension operation type {code:#x} is not supported (no extensions registered)")
+    raise bad_data(f"unknown operation code {code}")
+
+
+def supported(code):
+    return code in OPS

@@ -1,0 +1,1 @@
+"""Shape and data-movement operations."""

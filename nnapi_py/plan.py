@@ -1,0 +1,202 @@
+"""The compiled plan: operation order, shapes known at compile time, kernels built once,
+temporaries allocated once per arena (arenas are pooled so concurrent executions of one
+compilation never share a temporary)."""
+import numpy as np
+
+from . import constants as C
+from .errors import NNError, op_failed
+from .model import INPUT, OUTPUT, CONST, CONST_REF, NO_VALUE, SUBGRAPH
+from .ops.base import Info
+from .operand import dims_text
+
+
+def _compatible(declared, got):
+    if declared is None:
+        return True
+    if len(declared) == 0 and len(got) == 0:
+        return True
+    if len(declared) != len(got):
+        return len(declared) == 0
+    return all(a == 0 or a == b for a, b in zip(declared, got))
+
+
+class Node:
+    __slots__ = ("op", "ins", "outs", "kernel", "cache", "value_ins", "name")
+
+    def __init__(self, operation):
+        self.op = operation.op
+        self.name = operation.op.name
+        self.ins = operation.ins
+        self.outs = operation.outs
+        self.kernel = None
+        self.cache = {}
+        self.value_ins = None
+
+
+class Plan:
+    def __init__(self, model):
+        self.model = model
+        n = len(model.types)
+        infos = [model.info(i, with_value=True) for i in range(n)]
+        self.infos = infos
+        self.inputs = model.inputs
+        self.outputs = model.outputs
+        self.nodes = [Node(o) for o in model.order]
+        # template slot list: constants converted once
+        tmpl = [None] * n
+        for i in range(n):
+            if infos[i].value is not None:
+                tmpl[i] = infos[i].value
+        for node in self.nodes:
+            node.value_ins = tuple(k for k, i in enumerate(node.ins)
+                                   if infos[i].type in C.SCALAR_TYPES or k in node.op.value_inputs)
+        # shapes known at compile time: propagate through the graph
+        shapes = {}
+        for i in range(n):
+            inf = infos[i]
+            if inf.value is not None:
+                shapes[i] = tuple(np.shape(inf.value)) if inf.type not in C.SCALAR_TYPES else ()
+            elif model.life[i] == INPUT and inf.known or (inf.type in C.SCALAR_TYPES and model.life[i] == INPUT):
+                shapes[i] = tuple(inf.dims)
+        static = True
+        for node in self.nodes:
+            ok = all(i in shapes or infos[i].omitted for i in node.ins)
+            ok = ok and all(infos[node.ins[k]].value is not None or infos[node.ins[k]].omitted
+                            for k in node.value_ins)
+            if not ok:
+                static = False
+                continue
+            ins = [self._info_with(infos[i], shapes.get(i)) for i in node.ins]
+            out_dims = node.op.infer(ins)
+            outs = []
+            for o, d in zip(node.outs, out_dims):
+                d = tuple(int(x) for x in d)
+                if not _compatible(infos[o].dims, d):
+                    raise NNError(C.BAD_DATA, f"{node.name}: computed output shape {list(d)} for operand {o} "
+                                              f"conflicts with its declared dimensions {dims_text(infos[o].dims)}")
+                shapes[o] = d
+                outs.append(infos[o].with_dims(d))
+            node.kernel = node.op.build(ins, outs)
+        self.static = static
+        self.shapes = shapes
+        self.template = tmpl
+        # temporaries to allocate per arena (static plans only)
+        life = model.life
+        self.temps = [(i, shapes[i], infos[i].dtype) for i in range(n)
+                      if static and life[i] not in (INPUT, OUTPUT, CONST, CONST_REF, NO_VALUE, SUBGRAPH)
+                      and i in shapes and infos[i].type in C.DTYPES]
+        self._arenas = []
+        self.steps = [(nd.kernel, nd.ins, nd.outs) for nd in self.nodes] if static else None
+        self.out_shapes = [shapes.get(o) for o in self.outputs]
+        self.in_static = [shapes.get(i) for i in self.inputs]
+
+    @staticmethod
+    def _info_with(inf, shape):
+        if shape is None:
+            return inf
+        r = Info(inf.type, shape, inf.scale, inf.zp, inf.channel, inf.value, inf.omitted, inf.index)
+        return r
+
+    # ---- arenas ------------------------------------------------------------------------------
+    def take_arena(self):
+        try:
+            return self._arenas.pop()
+        except IndexError:
+            slots = list(self.template)
+            for i, shape, dt in self.temps:
+                slots[i] = np.empty(shape, dt)
+            return slots
+
+    def give_arena(self, slots):
+        self._arenas.append(slots)
+
+    # ---- execution ---------------------------------------------------------------------------
+    def run_static(self, in_arrays, out_arrays, deadline=None):
+        slots = self.take_arena()
+        try:
+            for i, a in zip(self.inputs, in_arrays):
+                slots[i] = a
+            for i, a in zip(self.outputs, out_arrays):
+                slots[i] = a
+            if deadline is None:
+                for kern, ii, oo in self.steps:
+                    kern([slots[i] for i in ii], [slots[o] for o in oo])
+            else:
+                self._run_with_deadline(slots, deadline)
+        finally:
+            for i in self.inputs:
+                slots[i] = None
+            for i in self.outputs:
+                slots[i] = None
+            self.give_arena(slots)
+
+    def _run_with_deadline(self, slots, deadline):
+        import time
+        for kern, ii, oo in self.steps:
+            if time.monotonic_ns() > deadline:
+                raise NNError(C.MISSED_DEADLINE_TRANSIENT, "the execution timeout expired")
+            kern([slots[i] for i in ii], [slots[o] for o in oo])
+
+    def run_dynamic(self, in_arrays, out_provider, deadline=None):
+        """Infer shapes node by node from the actual inputs.
+
+        out_provider(k, shape, dtype) returns the array to write model output k into.
+        Returns the shapes of the model outputs.
+        """
+        import time
+        infos = self.infos
+        slots = list(self.template)
+        for i, a in zip(self.inputs, in_arrays):
+            slots[i] = a
+        out_pos = {o: k for k, o in enumerate(self.outputs)}
+        out_shapes = [None] * len(self.outputs)
+        for node in self.nodes:
+            if deadline is not None and time.monotonic_ns() > deadline:
+                raise NNError(C.MISSED_DEADLINE_TRANSIENT, "the execution timeout expired")
+            ins_arr = [slots[i] for i in node.ins]
+            kern = node.kernel
+            ins = None
+            if kern is None:
+                ins = [self._runtime_info(infos[i], a) for i, a in zip(node.ins, ins_arr)]
+                key = tuple(None if a is None else (np.shape(a), a.tobytes() if k in node.value_ins else None)
+                            for k, a in enumerate(ins_arr))
+                hit = node.cache.get(key)
+                if hit is None:
+                    try:
+                        out_dims = [tuple(int(x) for x in d) for d in node.op.infer(ins)]
+                    except NNError as e:
+                        raise op_failed(e.reason) from None
+                    for o, d in zip(node.outs, out_dims):
+                        if not _compatible(infos[o].dims, d):
+                            raise op_failed(f"{node.name}: computed output shape {list(d)} for operand {o} "
+                                            f"conflicts with its declared dimensions {dims_text(infos[o].dims)}")
+                    outs = [infos[o].with_dims(d) for o, d in zip(node.outs, out_dims)]
+                    try:
+                        kern = node.op.build(ins, outs)
+                    except NNError as e:
+                        raise op_failed(e.reason) from None
+                    if len(node.cache) > 32:
+                        node.cache.clear()
+                    node.cache[key] = (kern, out_dims)
+                else:
+                    kern, out_dims = hit
+            else:
+                out_dims = [self.shapes[o] for o in node.outs]
+            outs_arr = []
+            for o, d in zip(node.outs, out_dims):
+                k = out_pos.get(o)
+                if k is not None:
+                    out_shapes[k] = d
+                    arr = out_provider(k, d, infos[o].dtype)
+                else:
+                    arr = np.empty(d, infos[o].dtype)
+                slots[o] = arr
+                outs_arr.append(arr)
+            kern(ins_arr, outs_arr)
+        return out_shapes
+
+    @staticmethod
+    def _runtime_info(inf, a):
+        if a is None:
+            return Info(inf.type, inf.dims, inf.scale, inf.zp, inf.channel, None, True, inf.index)
+        return Info(inf.type, tuple(np.shape(a)), inf.scale, inf.zp, inf.channel, a, False, inf.index)
