@@ -130,7 +130,7 @@ class Sig:
 
 
 class Op:
-    name = "?"
+    name = "?"       # OperationCode name without ANEURALNETWORKS_; the code is looked up
     code = -1
     # indices of tensor inputs whose *values* determine output shapes or the kernel
     value_inputs = ()
@@ -148,7 +148,9 @@ class Op:
 
 
 def register(cls):
+    """Class decorator: instantiate and register; the code comes from the name."""
     op = cls()
+    op.code = C.OPERATION_CODES[op.name]
     if op.code in OPS:
         raise RuntimeError(f"operation code {op.code} registered twice")
     OPS[op.code] = op

@@ -85,7 +85,6 @@ class Binary(Op):
 @register
 class Add(Binary):
     name = "ADD"
-    code = 0
     ufunc = staticmethod(np.add)
 
     def quant_kernel(self, a, b, out, fuse):
@@ -110,7 +109,6 @@ class Add(Binary):
 @register
 class Mul(Binary):
     name = "MUL"
-    code = 2
     ufunc = staticmethod(np.multiply)
 
     def check_quant(self, sig, t):
