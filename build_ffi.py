@@ -73,9 +73,12 @@ def generate(protos):
         "typedef struct { uint32_t channelDim; uint32_t scaleCount; const float* scales; } ANeuralNetworksSymmPerChannelQuantParams;",
         "typedef int32_t ANeuralNetworksOperationType;",
         'extern "Python" int _nnpy_ready(void);',
+        'extern "Python" void _nnpy_flush_operands(uintptr_t model, uintptr_t records, uint32_t count);',
         "const char* nnpy_so_path(void);",
         "int nnpy_force_failure(void);",
         "const char* nnpy_baked_paths(void);",
+        "void nnpy_batch_operands_for(uintptr_t model);",
+        "void nnpy_stop_batching(uintptr_t model);",
     ]
     csrc = []
     for ret, name, params in protos:
@@ -89,10 +92,25 @@ def generate(protos):
         csrc.append(f"static {ret} _nnpy_{name}({pdecl});")
         cparams = ", ".join(f"{t} {n}" for t, n in params) or "void"
         call = f"_nnpy_{name}({', '.join(c_args)})"
+        # Rule: a function taking an ANeuralNetworksOperandType* also gets a slim callback,
+        # used when that pointer is NULL (the common case), that skips the unpacked fields.
+        typed = [pn for pt, pn in params if pt.replace(" *", "*").strip() == _OPERAND_TYPE]
+        if typed and name != "ANeuralNetworksModel_addOperand":
+            tp = typed[0]
+            slim = [(t, n) for t, n in py_params if not n.startswith(tp + "_") and n != tp]
+            slim_args = [a for (t, n), a in zip(py_params, c_args) if not n.startswith(tp + "_") and n != tp]
+            sdecl = ", ".join(f"{t} {n}" for t, n in slim)
+            cdef.append(f'extern "Python" {ret} _nnpy_{name}_untyped({sdecl});')
+            csrc.append(f"static {ret} _nnpy_{name}_untyped({sdecl});")
+            call = f"({tp} == NULL ? _nnpy_{name}_untyped({', '.join(slim_args)}) : {call})"
         if ret == "void":
-            body = f"    if (_nnpy_up()) {call};"
+            body = f"    if (_nnpy_up()) {{ _nnpy_sync(); {call}; }}"
         elif ret == "int":
-            body = f"    if (!_nnpy_up()) return ANEURALNETWORKS_OP_FAILED;\n    return {call};"
+            pre = ""
+            if name == "ANeuralNetworksModel_addOperand":
+                pre = "    if (_nnpy_batched_add((uintptr_t)model, type)) return ANEURALNETWORKS_NO_ERROR;\n"
+            body = (f"    if (!_nnpy_up()) return ANEURALNETWORKS_OP_FAILED;\n{pre}"
+                    f"    _nnpy_sync();\n    return {call};")
         else:  # uint64_t / int64_t getters: documented constants when the runtime is down
             fallback = {"ANeuralNetworks_getDefaultLoopTimeout": "2000000000ULL",
                         "ANeuralNetworks_getMaximumLoopTimeout": "15000000000ULL",
@@ -174,6 +192,94 @@ static inline int _nnpy_up(void) {
     return _nnpy_state == 1;
 }
 
+/* ---- operand batching ------------------------------------------------------------------
+   ANeuralNetworksModel_addOperand is the call real loaders make thousands of times.  Once
+   Python has accepted a model (a live, unfinished handle: nnpy_batch_operands_for), further
+   operands whose type passes the stateless checks below are appended to a C buffer; every
+   other entry point first flushes that buffer into the Python model (_nnpy_sync), so the
+   model is always complete when anything else looks at it.  Operands that fail any check
+   take the normal path, where Python reports the precise reason. */
+typedef struct { int32_t type; uint32_t count; uint32_t d[4]; float scale; int32_t zp; } nnpy_opnd;
+#define NNPY_BATCH 256
+static pthread_mutex_t _nnpy_batch_lock = PTHREAD_MUTEX_INITIALIZER;
+static uintptr_t _nnpy_batch_model;
+static volatile uint32_t _nnpy_batch_n;
+static nnpy_opnd _nnpy_batch[NNPY_BATCH];
+
+static void _nnpy_flush_operands(uintptr_t model, uintptr_t records, uint32_t count);
+
+static void _nnpy_flush_locked(void) {
+    if (_nnpy_batch_n) {
+        uint32_t n = _nnpy_batch_n;
+        _nnpy_batch_n = 0;
+        _nnpy_flush_operands(_nnpy_batch_model, (uintptr_t)_nnpy_batch, n);
+    }
+}
+
+static inline void _nnpy_sync(void) {
+    if (__builtin_expect(_nnpy_batch_n != 0, 0)) {
+        pthread_mutex_lock(&_nnpy_batch_lock);
+        _nnpy_flush_locked();
+        pthread_mutex_unlock(&_nnpy_batch_lock);
+    }
+}
+
+static void nnpy_batch_operands_for(uintptr_t model) {   /* called by Python, lock not held */
+    pthread_mutex_lock(&_nnpy_batch_lock);
+    if (_nnpy_batch_model != model) { _nnpy_flush_locked(); _nnpy_batch_model = model; }
+    pthread_mutex_unlock(&_nnpy_batch_lock);
+}
+
+static void nnpy_stop_batching(uintptr_t model) {
+    pthread_mutex_lock(&_nnpy_batch_lock);
+    if (_nnpy_batch_model == model) { _nnpy_flush_locked(); _nnpy_batch_model = 0; }
+    pthread_mutex_unlock(&_nnpy_batch_lock);
+}
+
+/* the stateless operand-type rules (see nnapi_py/operand.py for the full set with messages) */
+static int _nnpy_type_ok(const ANeuralNetworksOperandType* t) {
+    int32_t c = t->type;
+    if (c < 0 || c > 15) return 0;
+    int scalar = (c == 0 || c == 1 || c == 2 || c == 6 || c == 10 || c == 15);
+    if (t->dimensionCount > 4) return 0;
+    if ((t->dimensionCount == 0) != (t->dimensions == NULL)) return 0;
+    if (scalar && t->dimensionCount) return 0;
+    static const uint8_t esize[16] = {4, 4, 4, 4, 4, 1, 1, 2, 2, 1, 2, 1, 2, 1, 1, 0};
+    uint64_t bytes = esize[c];
+    for (uint32_t k = 0; k < t->dimensionCount; k++)
+        if (t->dimensions[k]) bytes *= t->dimensions[k];
+    if (bytes > 0xFFFFFFFFull) return 0;
+    float s = t->scale;
+    int32_t z = t->zeroPoint;
+    switch (c) {
+    case 5: return s > 0.f && z >= 0 && z <= 255;
+    case 14: return s > 0.f && z >= -128 && z <= 127;
+    case 12: return s > 0.f && z >= 0 && z <= 65535;
+    case 7: case 13: return s > 0.f && z == 0;
+    case 4: return s >= 0.f && z == 0;
+    default: return s == 0.f && z == 0;
+    }
+}
+
+static int _nnpy_batched_add(uintptr_t model, const ANeuralNetworksOperandType* t) {
+    if (!t || model == 0 || model != _nnpy_batch_model || !_nnpy_type_ok(t)) return 0;
+    int done = 0;
+    pthread_mutex_lock(&_nnpy_batch_lock);
+    if (model == _nnpy_batch_model) {
+        if (_nnpy_batch_n == NNPY_BATCH) _nnpy_flush_locked();
+        nnpy_opnd* r = &_nnpy_batch[_nnpy_batch_n];
+        r->type = t->type;
+        r->count = t->dimensionCount;
+        for (uint32_t k = 0; k < 4; k++) r->d[k] = k < t->dimensionCount ? t->dimensions[k] : 0;
+        r->scale = t->scale;
+        r->zp = t->zeroPoint;
+        _nnpy_batch_n++;
+        done = 1;
+    }
+    pthread_mutex_unlock(&_nnpy_batch_lock);
+    return done;
+}
+
 /* nnapi_py_* extras (include/nnapi_py.h) */
 static const char* _nnpy_last_error_text(void);
 static int _nnpy_last_error_code(void);
@@ -181,6 +287,7 @@ static int _nnpy_last_error_code(void);
 NNPY_EXPORT const char* nnapi_py_last_error(void)
 {
     if (!_nnpy_up()) return "nnapi_py runtime unavailable (initialisation failed)";
+    _nnpy_sync();
     const char* s = _nnpy_last_error_text();
     return s ? s : "";
 }

@@ -13,6 +13,8 @@ import itertools
 import sys
 import threading
 
+import numpy as np
+
 from . import constants as C
 from .errors import NNError, bad_data, null, set_last, last_error, TRACE_CALLS
 from .model import Model
@@ -24,6 +26,7 @@ from .ops import registry
 from .cffi_util import copy_bytes
 
 ffi = None   # set by install(): the embedded module's FFI
+_lib = None  # and its lib (C helpers of build_ffi.py)
 
 # ---------------------------------------------------------------------------------- handles
 _H = {}                       # handle value -> object
@@ -176,10 +179,30 @@ def Model_create(out):
 def Model_free(h):
     o = _H.get(h)
     if o.__class__ is Model:
+        if _lib is not None:
+            _lib.nnpy_stop_batching(h)
         del _H[h]
 
 
 _SCALARS = C.SCALAR_TYPES
+
+
+_REC = None   # numpy dtype of the C-side operand batch records (set by install)
+
+
+def _flush_operands(h, records, count):
+    """Operands batched on the C side (already past the stateless type checks)."""
+    m = _H.get(h)
+    if m.__class__ is not Model or m.finished:
+        return
+    recs = np.frombuffer(ffi.buffer(ffi.cast("char *", records), count * _REC.itemsize), _REC)
+    for code, n, d, scale, zp in zip(recs["type"].tolist(), recs["count"].tolist(), recs["d"].tolist(),
+                                     recs["scale"].tolist(), recs["zp"].tolist()):
+        m.types.append(code)
+        m.dims.append(tuple(d[:n]) if n else (() if code in _SCALARS else None))
+        m.scales.append(scale)
+        m.zps.append(zp)
+        m.life.append(0)
 
 
 def Model_addOperand(h, tp, code, count, d0, d1, d2, d3, dims, scale, zp):
@@ -197,6 +220,8 @@ def Model_addOperand(h, tp, code, count, d0, d1, d2, d3, dims, scale, zp):
     else:
         d = tuple(ffi.unpack(ffi.cast("uint32_t *", dims), count))
     m.add_operand(code, d, scale, zp)
+    if _lib is not None and not m.finished:
+        _lib.nnpy_batch_operands_for(h)       # the next operands of this model go through C
     return 0
 
 
@@ -263,7 +288,10 @@ def Model_relaxComputationFloat32toFloat16(h, allow):
 
 
 def Model_finish(h):
-    _model(h).finish()
+    m = _model(h)
+    if _lib is not None:
+        _lib.nnpy_stop_batching(h)
+    m.finish()
     return 0
 
 
@@ -385,6 +413,24 @@ def Execution_setOutput(h, index, tp, code, count, d0, d1, d2, d3, dims, scale, 
     td = _type_desc(tp, code, count, d0, d1, d2, d3, dims) if tp else None
     ex.set_io(False, index, td and (td[0], td[1], scale, zp), buf, length)
     return 0
+
+
+def Execution_setInput_untyped(h, index, buf, length):
+    _exec(h).set_io(True, index, None, buf, length)
+    return 0
+
+
+def Execution_setOutput_untyped(h, index, buf, length):
+    _exec(h).set_io(False, index, None, buf, length)
+    return 0
+
+
+def Execution_setInputFromMemory_untyped(h, index, mem, offset, length):
+    return Execution_setInputFromMemory(h, index, 0, 0, 0, 0, 0, 0, 0, 0, 0.0, 0, mem, offset, length)
+
+
+def Execution_setOutputFromMemory_untyped(h, index, mem, offset, length):
+    return Execution_setOutputFromMemory(h, index, 0, 0, 0, 0, 0, 0, 0, 0, 0.0, 0, mem, offset, length)
 
 
 def Execution_setInputFromMemory(h, index, tp, code, count, d0, d1, d2, d3, dims, scale, zp, mem, offset, length):
@@ -747,8 +793,12 @@ def _traced(cname, fn):
 
 
 def install(the_ffi, lib, so_path):
-    global ffi, _DEVICE_NAME, _DEVICE_VERSION
+    global ffi, _lib, _REC, _DEVICE_NAME, _DEVICE_VERSION
     ffi = the_ffi
+    _lib = lib
+    _REC = np.dtype([("type", "<i4"), ("count", "<u4"), ("d", "<u4", (4,)), ("scale", "<f4"), ("zp", "<i4")])
+    ffi.def_extern(name="_nnpy_flush_operands", onerror=_onerror_for("ANeuralNetworksModel_addOperand", True))(
+        _flush_operands)
     _DEVICE_NAME = ffi.new("char[]", Device.name)       # live for the process
     _DEVICE_VERSION = ffi.new("char[]", Device.version)
     g = globals()
@@ -758,14 +808,17 @@ def install(the_ffi, lib, so_path):
         if not (name[0].isupper() or name.startswith("_get")):
             continue
         cname = "ANeuralNetworks" + name
+        ext = cname
+        if name.endswith("_untyped"):
+            cname = cname[:-len("_untyped")]
         void = name in _VOID
         if TRACE_CALLS:
             fn = _traced(cname, fn)
         if void:
-            ffi.def_extern(name="_nnpy_" + cname, onerror=_onerror_for(cname, True))(fn)
+            ffi.def_extern(name="_nnpy_" + ext, onerror=_onerror_for(cname, True))(fn)
         elif name.startswith("_get") and name != "_getDevice" and name != "_getDeviceCount":
-            ffi.def_extern(name="_nnpy_" + cname)(fn)
+            ffi.def_extern(name="_nnpy_" + ext)(fn)
         else:
-            ffi.def_extern(name="_nnpy_" + cname, error=C.OP_FAILED, onerror=_onerror_for(cname))(fn)
+            ffi.def_extern(name="_nnpy_" + ext, error=C.OP_FAILED, onerror=_onerror_for(cname))(fn)
     ffi.def_extern(name="_nnpy_last_error_text")(_last_error_text)
     ffi.def_extern(name="_nnpy_last_error_code")(_last_error_code)

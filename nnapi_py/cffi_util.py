@@ -13,12 +13,29 @@ def view_bytes(addr, length):
     return memoryview(_buffer(_cast("char *", addr), length))
 
 
+_views = {}
+
+
 def view_array(addr, nbytes, dtype, shape):
-    """A numpy array of dtype/shape over caller memory at addr (the first nbytes bytes)."""
+    """A numpy array of dtype/shape over caller memory at addr (the first nbytes bytes).
+
+    Views are cached by (addr, nbytes, dtype, shape): a view owns nothing, so a cached one
+    is exactly what a new one would be, and callers that reuse their buffers (the common
+    case) skip building it again.
+    """
+    key = (addr, nbytes, dtype, shape)
+    a = _views.get(key)
+    if a is not None:
+        return a
     if nbytes == 0:
         return np.empty(shape, dtype)
     a = _frombuffer(_buffer(_cast("char *", addr), nbytes), dtype)
-    return a.reshape(shape) if len(shape) != 1 else a
+    if len(shape) != 1:
+        a = a.reshape(shape)
+    if len(_views) >= 256:
+        _views.clear()
+    _views[key] = a
+    return a
 
 
 def copy_bytes(addr, length):

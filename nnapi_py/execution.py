@@ -16,37 +16,36 @@ UINT64_MAX = 0xFFFFFFFFFFFFFFFF
 _SCALARS = C.SCALAR_TYPES
 
 
-class _IO:
-    """One input or output binding."""
-    __slots__ = ("addr", "length", "dims", "memory", "offset", "omitted", "array")
+# One input or output binding: a tuple (addr, length, dims, memory, offset, omitted).
+def _IO(addr, length, dims, memory=None, offset=0, omitted=False):
+    return (addr, length, dims, memory, offset, omitted)
 
-    def __init__(self, addr, length, dims, memory=None, offset=0, omitted=False):
-        self.addr, self.length, self.dims = addr, length, dims
-        self.memory, self.offset, self.omitted = memory, offset, omitted
-        self.array = None
+
+_state_lock = threading.Lock()   # guards state transitions of every execution (held briefly)
 
 
 class Execution:
+    # defaults as class attributes: creating an execution sets only what differs per object
+    state = PREPARATION
+    reusable = False
+    padding = False
+    any_set = False
+    measure = False
+    timeout = 0
+    loop_timeout = C.DEFAULT_LOOP_TIMEOUT_NS
+    status = None
+    out_shapes = None
+    durations = None
+    _bound = None        # cached (in_arrays, out_arrays) of a reusable execution
+
     def __init__(self, compilation):
-        compilation._ready()
+        if not compilation.finished or compilation.invalid:
+            compilation._ready()
         self.compilation = compilation
-        self.plan = compilation.plan
-        m = compilation.model
-        self.model = m
-        self.ins = [None] * len(m.inputs)
-        self.outs = [None] * len(m.outputs)
-        self.state = PREPARATION
-        self.reusable = False
-        self.padding = False
-        self.any_set = False
-        self.measure = False
-        self.timeout = 0
-        self.loop_timeout = C.DEFAULT_LOOP_TIMEOUT_NS
-        self.status = None
-        self.out_shapes = None
-        self.durations = None
-        self._lock = threading.Lock()
-        self._bound = None        # cached (in_arrays, out_arrays) for the static fast path
+        plan = self.plan = compilation.plan
+        self.model = compilation.model
+        self.ins = [None] * len(plan.inputs)
+        self.outs = [None] * len(plan.outputs)
 
     # ---- preparation -------------------------------------------------------------------------
     def _prep(self):
@@ -54,6 +53,15 @@ class Execution:
             raise bad_state("the execution is no longer in the preparation state")
 
     def set_io(self, is_input, index, tdesc, addr, length, memory=None, offset=0):
+        # fast path: no type override, plain buffer of exactly the compiled size
+        if tdesc is None and memory is None and addr and not self.padding and self.state == PREPARATION:
+            lst = self.ins if is_input else self.outs
+            sizes = self.plan.in_bytes if is_input else self.plan.out_bytes
+            if 0 <= index < len(lst) and lst[index] is None and sizes[index] == length:
+                lst[index] = (addr, length, self.plan.in_dims[index] if is_input else self.plan.out_dims[index],
+                              None, 0, False)
+                self.any_set = True
+                return
         if self.state != PREPARATION:
             raise bad_state("the execution is no longer in the preparation state")
         lst = self.ins if is_input else self.outs
@@ -146,34 +154,29 @@ class Execution:
 
     # ---- computation ---------------------------------------------------------------------------
     def begin(self):
-        """Move to the computation state (raises on misuse); returns nothing."""
-        if not self._lock.acquire(False):
-            raise bad_state("a computation of this execution is already in progress")
-        try:
-            if self.state == COMPUTATION:
-                raise bad_state("a computation of this execution is already in progress")
-            if self.state == COMPLETED and not self.reusable:
-                raise bad_state("the execution has completed and is not reusable")
-            for kind, lst in (("input", self.ins), ("output", self.outs)):
-                for k, io in enumerate(lst):
-                    if io is None:
-                        raise bad_data(f"{kind} {k} has not been set (use a NULL buffer with length 0 to omit it)")
+        """Move to the computation state (raises on misuse)."""
+        with _state_lock:
+            if self.state != PREPARATION:
+                if self.state == COMPUTATION:
+                    raise bad_state("a computation of this execution is already in progress")
+                if not self.reusable:
+                    raise bad_state("the execution has completed and is not reusable")
+            if None in self.ins or None in self.outs:
+                for kind, lst in (("input", self.ins), ("output", self.outs)):
+                    for k, io in enumerate(lst):
+                        if io is None:
+                            raise bad_data(f"{kind} {k} has not been set (use a NULL buffer with length 0 to omit it)")
             self.state = COMPUTATION
-        except BaseException:
-            self._lock.release()
-            raise
 
     def end(self, status):
         self.status = status
         self.state = COMPLETED
-        self._lock.release()
 
     def run(self, deps=(), fenced=False):
         """Run the computation; returns a result code (never raises)."""
         t0 = time.perf_counter_ns() if self.measure else 0
         try:
-            deadline = time.monotonic_ns() + self.timeout if self.timeout else None
-            status = self._compute(deadline)
+            status = self._compute(time.monotonic_ns() + self.timeout if self.timeout else None)
         except NNError as e:
             from .errors import set_last
             set_last("ANeuralNetworksExecution_compute", e.code, e.reason)
@@ -191,77 +194,94 @@ class Execution:
         return status
 
     def _input_array(self, k, io):
-        if io.omitted:
+        if io[5]:
             return None
         m = self.model
         code = m.types[m.inputs[k]]
         dt = C.DTYPES[code]
-        if io.memory is not None:
-            mem = io.memory
+        if io[3] is not None:
+            mem = io[3]
             if mem.kind == "desc":
                 if not mem.initialized:
                     raise NNError(C.OP_FAILED, f"input {k}: the descriptor memory is not initialized")
                 shape = mem.shape
                 raw = mem.array[:byte_size(code, shape)]
             else:
-                shape = io.dims
-                raw = mem.bytes[io.offset:io.offset + byte_size(code, shape)]
+                shape = io[2]
+                raw = mem.bytes[io[4]:io[4] + byte_size(code, shape)]
             a = raw.view(dt)
             return a[0] if code in _SCALARS else a.reshape(shape)
         if code in _SCALARS:
-            return view_array(io.addr, dt.itemsize, dt, (1,))[0]
-        return view_array(io.addr, byte_size(code, io.dims), dt, io.dims)
+            return view_array(io[0], dt.itemsize, dt, (1,))[0]
+        return view_array(io[0], byte_size(code, io[2]), dt, io[2])
 
     def _output_region(self, k, io, need):
         """(kind, obj): raw uint8 region able to hold `need` bytes, or None if too small."""
-        if io.memory is not None:
-            mem = io.memory
+        if io[3] is not None:
+            mem = io[3]
             if mem.kind == "desc":
                 return mem.ensure(need)[:need]
-            if need > io.length:
+            if need > io[1]:
                 return None
-            return mem.bytes[io.offset:io.offset + need]
-        if need > io.length:
+            return mem.bytes[io[4]:io[4] + need]
+        if need > io[1]:
             return None
-        return view_array(io.addr, need, np.uint8, (need,)) if need else np.empty(0, np.uint8)
+        return view_array(io[0], need, np.uint8, (need,)) if need else np.empty(0, np.uint8)
 
     def _compute(self, deadline):
         plan = self.plan
-        m = self.model
         bound = self._bound
-        if bound is not None:
-            plan.run_static(bound[0], bound[1], deadline)
-            self.out_shapes = plan.out_shapes
-            return C.NO_ERROR
-        ins = [self._input_array(k, io) for k, io in enumerate(self.ins)]
-        # the static path needs inputs shaped as compiled and outputs big enough
-        static = plan.static and all(
-            a is None or s is None or np.shape(a) == s for a, s in zip(ins, plan.in_static))
-        if static:
-            outs = []
-            for k, io in enumerate(self.outs):
-                o = m.outputs[k]
-                shape = plan.out_shapes[k]
-                dt = C.DTYPES.get(m.types[o])
-                if io.omitted:
-                    outs.append(np.empty(shape, dt))
-                    continue
-                need = byte_size(m.types[o], shape)
-                reg = self._output_region(k, io, need)
-                if reg is None:
-                    static = False
-                    break
-                arr = reg.view(dt)
-                outs.append(arr[0:1].reshape(()) if m.types[o] in _SCALARS else arr.reshape(shape))
-        if static:
-            plan.run_static(ins, outs, deadline)
-            self.out_shapes = plan.out_shapes
+        if bound is None:
+            if plan.static:
+                bound = self._bind_static()
+            if bound is None:
+                return self._compute_dynamic([self._input_array(k, io) for k, io in enumerate(self.ins)],
+                                             deadline)
+            if self.reusable and not self.has_desc_memory():
+                self._bound = bound
+        plan.run_static(bound[0], bound[1], deadline)
+        self.out_shapes = plan.out_shapes
+        if plan.desc_outputs_possible:
             self._mark_desc_outputs(self.out_shapes)
-            if self.reusable and all(io.memory is None or io.memory.kind != "desc"
-                                     for io in self.ins + self.outs):
-                self._bound = (ins, outs)
-            return C.NO_ERROR
-        return self._compute_dynamic(ins, deadline)
+        return C.NO_ERROR
+
+    def has_desc_memory(self):
+        return any(io[3] is not None and io[3].kind == "desc" for io in self.ins + self.outs)
+
+    def _bind_static(self):
+        """(input arrays, output arrays) for the compiled static plan, or None when this
+        execution's inputs differ in shape from the plan or an output buffer is too small."""
+        plan = self.plan
+        ins = []
+        for k, io in enumerate(self.ins):
+            if io[3] is None and not io[5] and io[2] is plan.in_dims[k]:
+                ins.append(view_array(io[0], plan.in_bytes[k], plan.in_dtypes[k], plan.in_shapes[k])
+                           if not plan.in_scalar[k] else
+                           view_array(io[0], plan.in_bytes[k], plan.in_dtypes[k], (1,))[0])
+                continue
+            a = self._input_array(k, io)
+            s = plan.in_static[k]
+            if a is not None and s is not None and np.shape(a) != s:
+                return None
+            ins.append(a)
+        outs = []
+        for k, io in enumerate(self.outs):
+            shape = plan.out_shapes[k]
+            dt = plan.out_dtypes[k]
+            if io[5]:
+                outs.append(np.empty(shape, dt))
+                continue
+            need = plan.out_static_bytes[k]
+            if io[3] is None and need <= io[1]:
+                arr = view_array(io[0], need, dt, (1,) if plan.out_scalar[k] else shape)
+                outs.append(arr[0:1].reshape(()) if plan.out_scalar[k] else arr)
+                continue
+            reg = self._output_region(k, io, need)
+            if reg is None:
+                return None
+            arr = reg.view(dt)
+            outs.append(arr[0:1].reshape(()) if plan.out_scalar[k] else arr.reshape(shape))
+        return ins, outs
 
     def _compute_dynamic(self, ins, deadline):
         m = self.model
@@ -271,7 +291,7 @@ class Execution:
         def provider(k, shape, dt):
             io = self.outs[k]
             o = m.outputs[k]
-            if io.omitted:
+            if io[5]:
                 return np.empty(shape, dt)
             need = byte_size(m.types[o], shape)
             reg = self._output_region(k, io, need)
@@ -293,17 +313,17 @@ class Execution:
                      f"{list(shapes[k])} but its buffer has {self.outs[k].length}")
             for kk in range(len(self.outs)):
                 io = self.outs[kk]
-                if io.memory is not None and io.memory.kind == "desc":
-                    io.memory.initialized = False
+                if io[3] is not None and io[3].kind == "desc":
+                    io[3].initialized = False
             return C.OUTPUT_INSUFFICIENT_SIZE
         self._mark_desc_outputs(shapes)
         return C.NO_ERROR
 
     def _mark_desc_outputs(self, shapes):
         for k, io in enumerate(self.outs):
-            if io.memory is not None and io.memory.kind == "desc":
-                io.memory.initialized = True
-                io.memory.shape = tuple(shapes[k])
+            if io[3] is not None and io[3].kind == "desc":
+                io[3].initialized = True
+                io[3].shape = tuple(shapes[k])
 
     def compute(self):
         self.begin()
@@ -315,8 +335,8 @@ class Execution:
     def _finish_status(self, status):
         if status not in (C.NO_ERROR, C.OUTPUT_INSUFFICIENT_SIZE):
             for io in self.outs:
-                if io is not None and io.memory is not None and io.memory.kind == "desc":
-                    io.memory.initialized = False
+                if io is not None and io[3] is not None and io[3].kind == "desc":
+                    io[3].initialized = False
 
     def start(self, deps=(), with_fence=False):
         self.begin()

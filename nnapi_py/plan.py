@@ -89,6 +89,24 @@ class Plan:
         self.steps = [(nd.kernel, nd.ins, nd.outs) for nd in self.nodes] if static else None
         self.out_shapes = [shapes.get(o) for o in self.outputs]
         self.in_static = [shapes.get(i) for i in self.inputs]
+        # byte sizes of fully specified model inputs/outputs (None otherwise): setter fast path
+        from .operand import byte_size, fully_specified
+        types, dims = model.types, model.dims
+        def nbytes(i):
+            d = () if types[i] in C.SCALAR_TYPES else dims[i]
+            return byte_size(types[i], d) if d is not None and (d == () or fully_specified(d)) else None
+        self.in_bytes = [nbytes(i) for i in self.inputs]
+        self.out_bytes = [nbytes(i) for i in self.outputs]
+        self.in_dims = [() if types[i] in C.SCALAR_TYPES else dims[i] for i in self.inputs]
+        self.out_dims = [() if types[i] in C.SCALAR_TYPES else dims[i] for i in self.outputs]
+        self.in_dtypes = [C.DTYPES.get(types[i]) for i in self.inputs]
+        self.out_dtypes = [C.DTYPES.get(types[i]) for i in self.outputs]
+        self.in_scalar = [types[i] in C.SCALAR_TYPES for i in self.inputs]
+        self.out_scalar = [types[i] in C.SCALAR_TYPES for i in self.outputs]
+        self.in_shapes = [tuple(d) if d is not None else None for d in self.in_dims]
+        self.out_static_bytes = [byte_size(types[o], s) if s is not None else None
+                                 for o, s in zip(self.outputs, self.out_shapes)]
+        self.desc_outputs_possible = True
 
     @staticmethod
     def _info_with(inf, shape):
