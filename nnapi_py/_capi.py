@@ -23,7 +23,7 @@ from .execution import Execution
 from .memory import Memory, DescMemory, MemoryDesc, copy as memory_copy
 from .event import Event, FenceEvent
 from .ops import registry
-from .cffi_util import copy_bytes
+from .cffi_util import copy_bytes, use_ffi
 
 ffi = None   # set by install(): the embedded module's FFI
 _lib = None  # and its lib (C helpers of build_ffi.py)
@@ -416,11 +416,26 @@ def Execution_setOutput(h, index, tp, code, count, d0, d1, d2, d3, dims, scale, 
 
 
 def Execution_setInput_untyped(h, index, buf, length):
+    ex = _H.get(h)
+    # fast path: plain buffer of exactly the compiled size (the general rules in set_io)
+    if ex.__class__ is Execution and ex.state == 0 and buf and not ex.padding:
+        ins = ex.ins
+        if 0 <= index < len(ins) and ins[index] is None and ex.plan.in_bytes[index] == length:
+            ins[index] = (buf, length, ex.plan.in_dims[index], None, 0, False)
+            ex.any_set = True
+            return 0
     _exec(h).set_io(True, index, None, buf, length)
     return 0
 
 
 def Execution_setOutput_untyped(h, index, buf, length):
+    ex = _H.get(h)
+    if ex.__class__ is Execution and ex.state == 0 and buf and not ex.padding:
+        outs = ex.outs
+        if 0 <= index < len(outs) and outs[index] is None and ex.plan.out_bytes[index] == length:
+            outs[index] = (buf, length, ex.plan.out_dims[index], None, 0, False)
+            ex.any_set = True
+            return 0
     _exec(h).set_io(False, index, None, buf, length)
     return 0
 
@@ -795,6 +810,7 @@ def _traced(cname, fn):
 def install(the_ffi, lib, so_path):
     global ffi, _lib, _REC, _DEVICE_NAME, _DEVICE_VERSION
     ffi = the_ffi
+    use_ffi(the_ffi)
     _lib = lib
     _REC = np.dtype([("type", "<i4"), ("count", "<u4"), ("d", "<u4", (4,)), ("scale", "<f4"), ("zp", "<i4")])
     ffi.def_extern(name="_nnpy_flush_operands", onerror=_onerror_for("ANeuralNetworksModel_addOperand", True))(

@@ -1,15 +1,28 @@
 """Raw memory access: numpy views of caller memory without copying."""
-import cffi
 import numpy as np
 
-ffi = cffi.FFI()
-_cast = ffi.cast
-_buffer = ffi.buffer
+ffi = None
+_cast = _buffer = None
 _frombuffer = np.frombuffer
+
+
+def use_ffi(the_ffi=None):
+    """Use the embedded module's FFI (no parser import at start-up) or a fresh one."""
+    global ffi, _cast, _buffer
+    if the_ffi is None:
+        import cffi
+        the_ffi = cffi.FFI()
+    ffi, _cast, _buffer = the_ffi, the_ffi.cast, the_ffi.buffer
+
+
+def _ensure():
+    if ffi is None:
+        use_ffi()
 
 
 def view_bytes(addr, length):
     """A writable memoryview of `length` bytes at address `addr` (caller memory, no copy)."""
+    _ensure()
     return memoryview(_buffer(_cast("char *", addr), length))
 
 
@@ -29,6 +42,7 @@ def view_array(addr, nbytes, dtype, shape):
         return a
     if nbytes == 0:
         return np.empty(shape, dtype)
+    _ensure()
     a = _frombuffer(_buffer(_cast("char *", addr), nbytes), dtype)
     if len(shape) != 1:
         a = a.reshape(shape)
@@ -39,4 +53,5 @@ def view_array(addr, nbytes, dtype, shape):
 
 
 def copy_bytes(addr, length):
+    _ensure()
     return _buffer(_cast("char *", addr), length)[:]

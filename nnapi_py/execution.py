@@ -53,15 +53,6 @@ class Execution:
             raise bad_state("the execution is no longer in the preparation state")
 
     def set_io(self, is_input, index, tdesc, addr, length, memory=None, offset=0):
-        # fast path: no type override, plain buffer of exactly the compiled size
-        if tdesc is None and memory is None and addr and not self.padding and self.state == PREPARATION:
-            lst = self.ins if is_input else self.outs
-            sizes = self.plan.in_bytes if is_input else self.plan.out_bytes
-            if 0 <= index < len(lst) and lst[index] is None and sizes[index] == length:
-                lst[index] = (addr, length, self.plan.in_dims[index] if is_input else self.plan.out_dims[index],
-                              None, 0, False)
-                self.any_set = True
-                return
         if self.state != PREPARATION:
             raise bad_state("the execution is no longer in the preparation state")
         lst = self.ins if is_input else self.outs

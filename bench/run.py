@@ -1,0 +1,79 @@
+"""`make bench`: build the C benchmarks against the library, run them, compare with targets.
+
+API overhead (bench_api.c, median of repeated batches), cold start (bench_cold.c: whole
+process, median of 7 runs), and the MobileNetV2-style network (bench_mobilenet.c, float32
+and quant8, single-threaded BLAS) compared with PyTorch eager when PyTorch is installed.
+"""
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BUILD = os.path.join(ROOT, "build", "bench")
+ENV = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+
+
+def build(name):
+    os.makedirs(BUILD, exist_ok=True)
+    exe = os.path.join(BUILD, name)
+    src = os.path.join(ROOT, "bench", name + ".c")
+    cc = os.environ.get("CC", "cc")
+    subprocess.run([cc, "-O2", "-std=c11", "-Wall", "-Wextra", src, "-o", exe, "-I" + os.path.join(ROOT, "include"),
+                    "-L" + os.path.join(ROOT, "build", "lib"), "-lneuralnetworks",
+                    "-Wl,-rpath," + os.path.join(ROOT, "build", "lib")], check=True)
+    return exe
+
+
+def main():
+    rows = []   # (name, value, unit, target)
+    out = subprocess.run([build("bench_api")], env=ENV, capture_output=True, text=True, check=True).stdout
+    for line in out.splitlines():
+        name, value, target = line.split()
+        rows.append((name, float(value), "us", float(target)))
+    exe = build("bench_cold")
+    times = []
+    for _ in range(7):
+        t0 = time.perf_counter()
+        subprocess.run([exe], env=ENV, capture_output=True, check=True)
+        times.append(time.perf_counter() - t0)
+    rows.append(("cold_start", statistics.median(times), "s", 0.3))
+    if "--quick" not in sys.argv:
+        exe = build("bench_mobilenet")
+        torch_ms = None
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "mobilenet_torch.py")], env=ENV,
+                           capture_output=True, text=True)
+        m = re.match(r"torch_float32 ([\d.]+)", r.stdout or "")
+        if m:
+            torch_ms = float(m.group(1))
+            rows.append(("torch_eager_float32", torch_ms, "ms", None))
+        for kind, factor in (("float32", 2.0), ("quant8", 3.0)):
+            r = subprocess.run([exe, kind, "10"], env=ENV, capture_output=True, text=True)
+            if r.returncode != 0:
+                rows.append((f"mobilenet_{kind}", float("nan"), "ms", None))
+                print(r.stderr.strip().splitlines()[-1] if r.stderr.strip() else "failed", file=sys.stderr)
+                continue
+            ms = float(r.stdout.split()[1])
+            rows.append((f"mobilenet_{kind}", ms, "ms", factor * torch_ms if torch_ms else None))
+    ok = True
+    print(f"{'benchmark':<24}{'value':>12}  {'target':>10}  result")
+    for name, value, unit, target in rows:
+        if target is None:
+            verdict = ""
+        else:
+            good = value <= target
+            ok &= good
+            verdict = "ok" if good else "MISSED"
+        tgt = "" if target is None else f"<= {target:.3g}"
+        print(f"{name:<24}{value:>10.3f} {unit:<2} {tgt:>10}  {verdict}")
+        if name.startswith("mobilenet") and rows and any(r[0] == "torch_eager_float32" for r in rows):
+            t = [r[1] for r in rows if r[0] == "torch_eager_float32"][0]
+            print(f"{'':<24}{value / t:>10.2f} x PyTorch eager float32")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
