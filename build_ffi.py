@@ -344,8 +344,10 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "lib"))
     ap.add_argument("--tmp", default=os.path.join(ROOT, "build", "ffi"))
+    # (both directories are made absolute below: cffi compiles from inside --tmp)
     ap.add_argument("--package-root", default=ROOT, help="directory that contains nnapi_py/ (baked in)")
     args = ap.parse_args()
+    args.out, args.tmp = os.path.abspath(args.out), os.path.abspath(args.tmp)
     protos = parse_prototypes(open(HEADER).read())
     assert len(protos) == 69, f"expected 69 prototypes in {HEADER}, found {len(protos)}"
     cdef, csrc = generate(protos)

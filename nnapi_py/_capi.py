@@ -541,7 +541,7 @@ def Execution_startComputeWithDependencies(h, deps, ndeps, duration, out):
         raise bad_data("a non-zero duration needs a compilation created by createForDevices with exactly one device")
     m = ex.model
     for k, io in enumerate(ex.outs):
-        dims = m.dims[m.outputs[k]] if io is None or io.dims is None else io.dims
+        dims = m.dims[m.outputs[k]] if io is None or io[2] is None else io[2]
         if m.types[m.outputs[k]] not in _SCALARS and (dims is None or not all(dims)):
             raise bad_data(f"output {k} is not fully specified: dynamic output shapes cannot be used "
                            f"with startComputeWithDependencies")

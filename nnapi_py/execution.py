@@ -301,7 +301,7 @@ class Execution:
             k = insufficient[0]
             set_last("ANeuralNetworksExecution_compute", C.OUTPUT_INSUFFICIENT_SIZE,
                      f"output {k} needs {byte_size(m.types[m.outputs[k]], shapes[k])} bytes for shape "
-                     f"{list(shapes[k])} but its buffer has {self.outs[k].length}")
+                     f"{list(shapes[k])} but its buffer has {self.outs[k][1]}")
             for kk in range(len(self.outs)):
                 io = self.outs[kk]
                 if io[3] is not None and io[3].kind == "desc":

@@ -1,0 +1,28 @@
+"""pip install . : builds libneuralnetworks.so with build_ffi.py and ships it inside the
+nnapi_py package (with the headers), where the library finds its Python package again."""
+import os
+import shutil
+import subprocess
+import sys
+
+from setuptools import setup
+from setuptools.command.build_py import build_py
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+
+
+class BuildWithLibrary(build_py):
+    def run(self):
+        super().run()
+        pkg = os.path.join(self.build_lib, "nnapi_py")
+        subprocess.run([sys.executable, os.path.join(ROOT, "build_ffi.py"), "--out", pkg,
+                        "--tmp", os.path.join(self.build_lib, "..", "nnapi_py_ffi"),
+                        "--package-root", os.path.abspath(self.build_lib)], check=True)
+        inc = os.path.join(pkg, "include")
+        if os.path.exists(inc):
+            shutil.rmtree(inc)
+        shutil.copytree(os.path.join(ROOT, "include"), inc)
+
+
+setup(cmdclass={"build_py": BuildWithLibrary},
+      options={"build": {"build_base": "build/pip"}})   # build/lib is the library's own place
