@@ -74,6 +74,8 @@ def generate(protos):
         "typedef int32_t ANeuralNetworksOperationType;",
         'extern "Python" int _nnpy_ready(void);',
         'extern "Python" void _nnpy_flush_operands(uintptr_t model, uintptr_t records, uint32_t count);',
+        'extern "Python" void _nnpy_shutdown(void);',
+        "int nnpy_owns_interpreter(void);",
         "const char* nnpy_so_path(void);",
         "int nnpy_force_failure(void);",
         "const char* nnpy_baked_paths(void);",
@@ -106,10 +108,13 @@ def generate(protos):
         if ret == "void":
             body = f"    if (_nnpy_up()) {{ _nnpy_sync(); {call}; }}"
         elif ret == "int":
+            # rule: handle out-parameters are NULL whenever the call fails, even with no runtime
+            outs = [pn for pt, pn in params if _OPAQUE_OUT.match(pt.replace(" *", "*").strip())]
+            down = "".join(f"if ({pn}) *{pn} = NULL; " for pn in outs)
             pre = ""
             if name == "ANeuralNetworksModel_addOperand":
                 pre = "    if (_nnpy_batched_add((uintptr_t)model, type)) return ANEURALNETWORKS_NO_ERROR;\n"
-            body = (f"    if (!_nnpy_up()) return ANEURALNETWORKS_OP_FAILED;\n{pre}"
+            body = (f"    if (!_nnpy_up()) {{ {down}return ANEURALNETWORKS_OP_FAILED; }}\n{pre}"
                     f"    _nnpy_sync();\n    return {call};")
         else:  # uint64_t / int64_t getters: documented constants when the runtime is down
             fallback = {"ANeuralNetworks_getDefaultLoopTimeout": "2000000000ULL",
@@ -164,6 +169,15 @@ static void _nnpy_fail(const char* why) {
 }
 
 static int _nnpy_ready(void);
+static void _nnpy_shutdown(void);
+static int _nnpy_owns;               /* 1 when we started the interpreter (C host) */
+static int nnpy_owns_interpreter(void) { return _nnpy_owns; }
+
+/* Process exit with computations in flight: before the libraries' destructors run (numpy,
+   OpenBLAS), let running kernels finish and park the worker threads. */
+static void _nnpy_atexit(void) {
+    if (_nnpy_state == 1 && Py_IsInitialized()) _nnpy_shutdown();
+}
 
 static void _nnpy_init(void) {
     /* Make libpython's symbols global: when we were dlopen'ed with RTLD_LOCAL (as PyTorch's
@@ -181,9 +195,11 @@ static void _nnpy_init(void) {
         _nnpy_fail(why);
         return;
     }
+    _nnpy_owns = !Py_IsInitialized();
     if (cffi_start_python() != 0) { _nnpy_fail("the embedded Python interpreter failed to start"); return; }
     if (_nnpy_ready() != 1) { _nnpy_state = -1; return; }   /* Python printed the reason */
     _nnpy_state = 1;
+    atexit(_nnpy_atexit);
 }
 
 static inline int _nnpy_up(void) {

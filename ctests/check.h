@@ -5,6 +5,8 @@
  *   CHECK_RC(expr, code)   same, but prints the result codes by name
  *   CHECK(cond)            a boolean condition must hold
  *   CHECK_MSG(cond, ...)   same, with a printf-style explanation on failure
+ *   REQUIRE_RC(expr, code) CHECK_RC, and on failure return from the (void) function:
+ *                          for setup steps whose failure would only cause noise
  *   check_summary()        prints the final "N passed, M failed" line and
  *                          returns the process exit status (0 = all passed)
  *
@@ -143,6 +145,14 @@ static CK_UNUSED int ck_true(int cond, const char* expr, const char* file, int l
 /* plain value equality (no result-code names) */
 #define CHECK_VAL(expr, want) \
     (CK_MARK(#expr), ck_eq((long long)(expr), (long long)(want), 0, #expr, #want, __FILE__, __LINE__))
+/* In a void function: check, and on failure skip the rest of the function (setup steps). */
+#define REQUIRE_RC(expr, code)                                             \
+    do {                                                                   \
+        if (!CHECK_RC(expr, code)) {                                       \
+            printf("  (%s: skipping the rest of this part)\n", ck_section_name); \
+            return;                                                        \
+        }                                                                  \
+    } while (0)
 #define CHECK(cond) (CK_MARK(#cond), ck_true(!!(cond), #cond, __FILE__, __LINE__, NULL))
 #define CHECK_MSG(cond, ...) (CK_MARK(#cond), ck_true(!!(cond), #cond, __FILE__, __LINE__, __VA_ARGS__))
 

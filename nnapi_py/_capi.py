@@ -263,7 +263,7 @@ def Model_setOperandSymmPerChannelQuantParams(h, index, cq):
         raise null("channelQuant is NULL")
     n = cq.scaleCount
     if n and not cq.scales:
-        raise null("channelQuant->scales is NULL")
+        raise bad_data("channelQuant->scales is NULL but scaleCount is not 0")
     m.set_channel_quant(index, cq.channelDim, ffi.unpack(cq.scales, n) if n else [])
     return 0
 
@@ -307,18 +307,22 @@ def Model_getSupportedOperationsForDevices(h, devices, num, supported):
 
 
 # ------------------------------------------------------------------------- Compilation
+def _clear(out):
+    if out:
+        out[0] = 0
+
+
 def Compilation_create(h, out):
+    _clear(out)
     m = _model(h)
     return _create(out, "compilation", lambda: Compilation(m))
 
 
 def Compilation_createForDevices(h, devices, num, out):
+    _clear(out)
     m = _model(h)
     devs = _devices(devices, num)
     _out(out, "compilation")
-    out[0] = 0
-    if not m.finished or m.invalid:
-        raise NNError(C.BAD_STATE, "the model must be finished before it is compiled")
     unsupported = [k for k, op in enumerate(m.operations) if not registry.supported(op.code)]
     if unsupported:
         raise bad_data(f"operations {unsupported} are not supported by the given devices")
@@ -387,6 +391,7 @@ def Compilation_getPreferredMemoryPaddingForOutput(h, index, out):
 
 # --------------------------------------------------------------------------- Execution
 def Execution_create(h, out):
+    _clear(out)
     c = _comp(h)
     return _create(out, "execution", lambda: Execution(c))
 
@@ -519,6 +524,7 @@ def Execution_burstCompute(h, b):
 
 
 def Execution_startCompute(h, out):
+    _clear(out)
     ex = _exec(h)
     _out(out, "event")
     out[0] = 0
@@ -528,6 +534,7 @@ def Execution_startCompute(h, out):
 
 
 def Execution_startComputeWithDependencies(h, deps, ndeps, duration, out):
+    _clear(out)
     ex = _exec(h)
     if ndeps and not deps:
         raise null("dependencies is NULL")
@@ -586,6 +593,7 @@ def Execution_getDuration(h, code, out):
 
 # ------------------------------------------------------------------------------ Burst
 def Burst_create(h, out):
+    _clear(out)
     c = _comp(h)
     return _create(out, "burst", lambda: Burst(c))
 
@@ -639,6 +647,7 @@ def Memory_createFromFd(size, protect, fd, offset, out):
 
 
 def Memory_createFromAHardwareBuffer(ahwb, out):
+    _clear(out)
     if ahwb == 0:
         raise null("ahwb is NULL")
     _out(out, "memory")
@@ -647,6 +656,7 @@ def Memory_createFromAHardwareBuffer(ahwb, out):
 
 
 def Memory_createFromDesc(h, out):
+    _clear(out)
     d = _desc(h)
     return _create(out, "memory", lambda: DescMemory(d))
 
@@ -837,4 +847,13 @@ def install(the_ffi, lib, so_path):
         else:
             ffi.def_extern(name="_nnpy_" + ext, error=C.OP_FAILED, onerror=_onerror_for(cname))(fn)
     ffi.def_extern(name="_nnpy_last_error_text")(_last_error_text)
+    from . import event
+    ffi.def_extern(name="_nnpy_shutdown", onerror=lambda *a: None)(event.shutdown)
+    if lib.nnpy_owns_interpreter():
+        from . import execution
+        np.seterr(all="ignore")
+        execution.QUIET_NUMPY = True
+    else:
+        import atexit
+        atexit.register(event.shutdown)       # Python host: before interpreter finalization
     ffi.def_extern(name="_nnpy_last_error_code")(_last_error_code)

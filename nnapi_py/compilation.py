@@ -11,7 +11,9 @@ PREFERRED_PADDING = 64
 
 class Compilation:
     def __init__(self, model, devices=None):
-        if not model.finished or model.invalid:
+        if model.invalid:
+            raise bad_data("the model is invalid (its ANeuralNetworksModel_finish failed)")
+        if not model.finished:
             raise bad_state("the model must be finished (ANeuralNetworksModel_finish) before it is compiled")
         self.model = model
         self.devices = devices          # None = ANeuralNetworksCompilation_create
@@ -71,8 +73,10 @@ class Compilation:
             raise NNError(C.OP_FAILED, f"compilation failed: {type(e).__name__}: {e}") from e
 
     def _ready(self):
-        if not self.finished or self.invalid:
-            raise bad_state("the compilation must be finished (and valid) first")
+        if self.invalid:
+            raise bad_data("the compilation is invalid (its ANeuralNetworksCompilation_finish failed)")
+        if not self.finished:
+            raise bad_state("the compilation must be finished (ANeuralNetworksCompilation_finish) first")
 
     def preferred(self, is_input, index, what):
         self._ready()

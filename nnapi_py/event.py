@@ -119,3 +119,36 @@ class _Pool:
 
 
 pool = _Pool()
+
+# ---- process exit ------------------------------------------------------------------------
+# halted[0] becomes True when the process exits (atexit): kernels already running finish,
+# no new kernel starts (the thread parks), so library destructors never run under a kernel.
+halted = [False]
+_inside = [0]
+_inside_lock = threading.Lock()
+_never = threading.Event()
+
+
+def enter_run():
+    with _inside_lock:
+        _inside[0] += 1
+
+
+def leave_run():
+    with _inside_lock:
+        _inside[0] -= 1
+
+
+def park():
+    """Called between kernels once the process is exiting: never returns."""
+    leave_run()
+    while True:
+        _never.wait(3600)
+
+
+def shutdown(timeout=10.0):
+    import time
+    halted[0] = True
+    end = time.monotonic() + timeout
+    while _inside[0] > 0 and time.monotonic() < end:
+        time.sleep(0.002)

@@ -21,6 +21,10 @@ def _IO(addr, length, dims, memory=None, offset=0, omitted=False):
     return (addr, length, dims, memory, offset, omitted)
 
 
+# numpy floating-point warnings (inf - inf, ...) are not errors here: in an interpreter we
+# started (C host) they are silenced once at start-up; in a Python host, per computation.
+QUIET_NUMPY = False
+
 _state_lock = threading.Lock()   # guards state transitions of every execution (held briefly)
 
 
@@ -167,7 +171,16 @@ class Execution:
         """Run the computation; returns a result code (never raises)."""
         t0 = time.perf_counter_ns() if self.measure else 0
         try:
-            status = self._compute(time.monotonic_ns() + self.timeout if self.timeout else None)
+            if self.plan.required_inputs:
+                for k, what in self.plan.required_inputs.items():
+                    if self.ins[k][5]:
+                        raise NNError(C.OP_FAILED, f"model input {k} was omitted but {what} is not optional")
+            deadline = time.monotonic_ns() + self.timeout if self.timeout else None
+            if QUIET_NUMPY:
+                status = self._compute(deadline)
+            else:
+                with np.errstate(all="ignore"):        # numpy warnings must not reach a host's stderr
+                    status = self._compute(deadline)
         except NNError as e:
             from .errors import set_last
             set_last("ANeuralNetworksExecution_compute", e.code, e.reason)

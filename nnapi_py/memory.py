@@ -122,7 +122,7 @@ class MemoryDesc:
         if not 0.0 < frequency <= 1.0:
             raise bad_data(f"frequency {frequency} must be in (0, 1]")
         role = (compilation, index)
-        if role in self.roles_in or role in self.roles_out:
+        if role in (self.roles_in if is_input else self.roles_out):
             raise bad_data(f"the {kind} role {index} of this compilation was already added")
         m = compilation.model
         op = ios[index]

@@ -7,6 +7,7 @@ from . import constants as C
 from .errors import NNError, op_failed
 from .model import INPUT, OUTPUT, CONST, CONST_REF, NO_VALUE, SUBGRAPH
 from .ops.base import Info
+from .event import halted, park, enter_run, leave_run
 from .operand import dims_text
 
 
@@ -47,6 +48,16 @@ class Plan:
         for i in range(n):
             if infos[i].value is not None:
                 tmpl[i] = infos[i].value
+        # model inputs feeding a non-optional operation input: omitting them is an error
+        self.required_inputs = {}
+        pos = {i: k for k, i in enumerate(model.inputs)}
+        for node in self.nodes:
+            opt = node.op.optional_inputs
+            if opt is None:
+                continue
+            for k, i in enumerate(node.ins):
+                if k not in opt and i in pos:
+                    self.required_inputs.setdefault(pos[i], f"{node.name} input {k}")
         for node in self.nodes:
             node.value_ins = tuple(k for k, i in enumerate(node.ins)
                                    if infos[i].type in C.SCALAR_TYPES or k in node.op.value_inputs)
@@ -131,6 +142,7 @@ class Plan:
     # ---- execution ---------------------------------------------------------------------------
     def run_static(self, in_arrays, out_arrays, deadline=None):
         slots = self.take_arena()
+        enter_run()
         try:
             for i, a in zip(self.inputs, in_arrays):
                 slots[i] = a
@@ -138,10 +150,13 @@ class Plan:
                 slots[i] = a
             if deadline is None:
                 for kern, ii, oo in self.steps:
+                    if halted[0]:
+                        park()
                     kern([slots[i] for i in ii], [slots[o] for o in oo])
             else:
                 self._run_with_deadline(slots, deadline)
         finally:
+            leave_run()
             for i in self.inputs:
                 slots[i] = None
             for i in self.outputs:
@@ -151,6 +166,8 @@ class Plan:
     def _run_with_deadline(self, slots, deadline):
         import time
         for kern, ii, oo in self.steps:
+            if halted[0]:
+                park()
             if time.monotonic_ns() > deadline:
                 raise NNError(C.MISSED_DEADLINE_TRANSIENT, "the execution timeout expired")
             kern([slots[i] for i in ii], [slots[o] for o in oo])
@@ -168,10 +185,25 @@ class Plan:
             slots[i] = a
         out_pos = {o: k for k, o in enumerate(self.outputs)}
         out_shapes = [None] * len(self.outputs)
+        enter_run()
+        try:
+            return self._run_nodes(slots, out_pos, out_shapes, out_provider, deadline)
+        finally:
+            leave_run()
+
+    def _run_nodes(self, slots, out_pos, out_shapes, out_provider, deadline):
+        import time
+        infos = self.infos
         for node in self.nodes:
+            if halted[0]:
+                park()
             if deadline is not None and time.monotonic_ns() > deadline:
                 raise NNError(C.MISSED_DEADLINE_TRANSIENT, "the execution timeout expired")
             ins_arr = [slots[i] for i in node.ins]
+            if not node.op.allow_zero_sized:
+                for k, a in enumerate(ins_arr):
+                    if a is not None and np.ndim(a) and np.size(a) == 0:
+                        raise op_failed(f"{node.name}: input {k} is zero-sized, which this operation does not support")
             kern = node.kernel
             ins = None
             if kern is None:

@@ -40,11 +40,11 @@ import faulthandler
 import glob
 import gzip
 import json
-import math
 import os
 import re
 import sys
 import tempfile
+import textwrap
 import threading
 import time
 
@@ -239,7 +239,7 @@ class Library:
         self.lib = self.ffi.dlopen(lib_path)
         try:
             self._last_error = self.lib.nnapi_py_last_error
-        except (AttributeError, Exception):
+        except Exception:
             self._last_error = None
         self.result_names = {v: k[len("ANEURALNETWORKS_"):] for k, v in self.enums.items()
                              if k.startswith("ANEURALNETWORKS_") and k in _RESULT_CODE_NAMES}
@@ -421,17 +421,24 @@ def load_vectors(cts_dir: str, ops=None, name_filter=None, spec_filter=None):
         except Exception as exc:
             yield (f"{folder}/{spec_from_path}", f"cannot read vector file: {exc}")
             continue
-        spec = doc.get("spec") or spec_from_path
-        folder = doc.get("folder") or folder
-        for t in doc.get("tests") or []:
+        if not isinstance(doc, dict) or not isinstance(doc.get("tests", []), list):
+            yield (f"{folder}/{spec_from_path}", "vector file is not {spec, folder, tests[]}")
+            continue
+        spec = str(doc.get("spec") or spec_from_path)
+        folder = str(doc.get("folder") or folder)
+        for k, t in enumerate(doc.get("tests") or []):
+            name = t.get("name") if isinstance(t, dict) else None
+            name = str(name) if name else f"#{k}"
             try:
+                if not isinstance(t, dict):
+                    raise TypeError(f"test is a {type(t).__name__}, not an object")
                 if wanted is not None and not wanted.intersection(t.get("ops") or []):
                     continue
-                if name_filter and not any(s in (t.get("name") or "") for s in name_filter):
+                if name_filter and not any(s in name for s in name_filter):
                     continue
                 yield prepare_test(folder, spec, t)
             except Exception as exc:
-                yield (f"{folder}/{spec}::{t.get('name', '?')}", f"cannot parse test: {exc!r}")
+                yield (f"{folder}/{spec}::{name}", f"cannot parse test: {exc!r}")
 
 
 # --------------------------------------------------------------------------------------
@@ -439,10 +446,10 @@ def load_vectors(cts_dir: str, ops=None, name_filter=None, spec_filter=None):
 # --------------------------------------------------------------------------------------
 
 class StepFailure(Exception):
-    def __init__(self, step, code=None, message="", detail="", not_implemented=False):
+    def __init__(self, step, code=None, message="", detail="", not_implemented=None):
         super().__init__(step)
         self.step, self.code, self.message, self.detail = step, code, message, detail
-        self.not_implemented = not_implemented
+        self.not_implemented = not_implemented   # name of the rejected operation, if any
 
 
 @dataclasses.dataclass
@@ -460,6 +467,7 @@ class Record:
     message: str = ""
     detail: str = ""
     expect_failure: bool = False
+    ni_op: str = ""          # NOT_IMPLEMENTED: the operation addOperation rejected
 
     def describe(self) -> str:
         s = f"[{self.mode}] {self.test_id} ({','.join(self.ops)}): "
@@ -578,7 +586,7 @@ class _Runner:
                 ni = (rc == self.L.enums.get("ANEURALNETWORKS_BAD_DATA", 4)
                       and "not implemented" in msg.lower())
                 raise StepFailure(f"addOperation{where}", rc, msg,
-                                  f"operation {k} {name}", not_implemented=ni)
+                                  f"operation {k} {name}", not_implemented=name if ni else None)
         self._check(lib.ANeuralNetworksModel_identifyInputsAndOutputs(
             model, len(sg.inputs), self._u32(sg.inputs, keep),
             len(sg.outputs), self._u32(sg.outputs, keep)), f"identifyInputsAndOutputs{where}")
@@ -630,6 +638,7 @@ class _Runner:
             rec.code_name = self.L.code_name(f.code) if f.code is not None else ""
             if f.not_implemented:
                 rec.status = NOT_IMPLEMENTED
+                rec.ni_op = f.not_implemented
             elif test.expect_failure and f.step not in ("runner", "runner-error"):
                 rec.status = PASSED     # the model must fail somewhere, and it did
             else:
@@ -944,6 +953,13 @@ class Results:
             lines.append(f"... and {len(fails) - len(shown)} more failures (-v shows all)")
         return "\n".join(lines)
 
+    def not_implemented_ops(self) -> dict:
+        """{operation rejected as not implemented: number of tests (first mode run)}"""
+        first = self.modes[0] if self.modes else None
+        c = collections.Counter(r.ni_op for r in self.records
+                                if r.status == NOT_IMPLEMENTED and r.mode == first)
+        return dict(sorted(c.items()))
+
     def summary_line(self) -> str:
         s = f"{self.passed} passed, {self.failed} failed"
         if self.not_implemented:
@@ -1108,6 +1124,12 @@ def main(argv=None) -> int:
                   timeout=args.timeout)
     print()
     print(results.table())
+    ni = results.not_implemented_ops()
+    if ni:
+        print()
+        print(f"not implemented (operation rejected at addOperation: tests, mode {modes[0]}):")
+        print(textwrap.fill(", ".join(f"{op}={n}" for op, n in ni.items()), width=100,
+                            initial_indent="  ", subsequent_indent="  "))
     fails = results.failures
     if fails or results.load_errors:
         print()

@@ -17,7 +17,8 @@ LIB_PATH = os.environ.get("NNAPI_PY_LIB", os.path.join(ROOT, "build", "lib", "li
 
 
 def _cdef_from_header(path):
-    src = open(path).read()
+    with open(path) as f:
+        src = f.read()
     src = re.sub(r"/\*.*?\*/", "", src, flags=re.S)
     lines = [ln for ln in src.splitlines()
              if not ln.lstrip().startswith("#") and 'extern "C"' not in ln and ln.strip() != "}"]

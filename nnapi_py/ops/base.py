@@ -134,8 +134,11 @@ class Op:
     code = -1
     # indices of tensor inputs whose *values* determine output shapes or the kernel
     value_inputs = ()
-    # zero-sized inputs allowed (FL3+): kernels must cope with empty arrays
+    # zero-sized inputs allowed (FL3+): kernels must cope with empty arrays; otherwise a
+    # zero-sized input at execution is OP_FAILED (as the reference runtime does)
     allow_zero_sized = False
+    # input positions that may be omitted (NULL); None = not declared (no generic check)
+    optional_inputs = None
 
     def validate(self, sig):
         raise NotImplementedError

@@ -1,1 +1,889 @@
-"""(not yet written)"""
+"""Convolutions: CONV_2D, DEPTHWISE_CONV_2D, GROUPED_CONV_2D, TRANSPOSE_CONV_2D.
+
+All four share one signature parser (explicit / implicit padding variants, optional layout
+and dilation inputs), one type-configuration check (float32, float16, quant8 asymm and
+signed, per-channel quantized filters) and one input preparation (NHWC view, centring of
+quantized values, zero padding).  The arithmetic:
+
+* CONV_2D / GROUPED_CONV_2D: im2col built from a strided window view (padding.window_view),
+  a block of output rows at a time so that the patch matrix stays in cache, times the filter
+  pre-packed at build() as a [KH*KW*C, O] matrix (GROUPED: a batch of per-group matrices);
+  a 1x1 stride-1 convolution is a single matmul on the input itself.
+* DEPTHWISE_CONV_2D: a sum over the KH*KW taps of shifted input slices times per-channel
+  weights (the depth multiplier as a broadcast axis), per block of rows.
+* TRANSPOSE_CONV_2D: one matmul input[N*H*W, C] x filter[C, KH*KW*O], then the taps are
+  scatter-added with strided slices into the full output and the padding is cropped.
+
+Quantized layers compute their integer sums exactly with BLAS on centred values (float32
+when every partial sum provably stays below 2**24, else float64) and requantize with
+dense.OutputStage (quant.py rounding, per-channel multipliers vectorised).
+"""
+import numpy as np
+
+from .. import constants as C
+from .base import Op, register, value_error
+from . import quant as Q
+from .padding import implicit_padding, out_size, window_view
+from .dense import (F16, F32, I32, Q8, Q8S, QPC, FLOATS, Derived, OutputStage, centered_max,
+                    check_bias_quant, check_fuse, check_rank, scale_product, tname)
+
+BOOL, INT32 = C.BOOL, C.INT32
+_BLOCK_BYTES = 1 << 20          # working-set target of one block of output rows
+
+
+# ---- signature ---------------------------------------------------------------------------------
+class Layout:
+    """Which input index plays which role in one signature variant."""
+    __slots__ = ("explicit", "pads", "scheme", "stride", "extra", "fuse", "layout", "dil", "oshape")
+
+    def __init__(self, explicit, pads=None, scheme=None, stride=None, extra=None, fuse=None,
+                 layout=None, dil=None, oshape=None):
+        self.explicit = explicit
+        self.pads = pads          # (left, right, top, bottom)
+        self.scheme = scheme
+        self.stride = stride      # (width, height)
+        self.extra = extra        # depth multiplier / number of groups
+        self.fuse = fuse
+        self.layout = layout
+        self.dil = dil            # (width, height)
+        self.oshape = oshape      # TRANSPOSE_CONV_2D implicit: output shape tensor
+
+
+def _int(info):
+    v = info.value
+    return None if v is None else int(v)
+
+
+class ConvBase(Op):
+    """Shared validation and shape logic; subclasses define the layout of their inputs,
+    the filter geometry and the kernels."""
+    extra_name = None            # "depth multiplier" / "number of groups"
+    has_dilation = False
+    layout_required = False
+    channel_dim = 0              # per-channel quantization axis of the filter
+    base_level = 1
+
+    # -- variants --
+    def layout_of(self, sig_or_ins):
+        raise NotImplementedError
+
+    def _fail_count(self, sig, counts):
+        sig.fail(f"expected {' or '.join(map(str, counts))} inputs, got {len(sig.ins)}")
+
+    # -- validation --
+    def validate(self, sig):
+        if len(sig.outs) != 1:
+            sig.fail(f"expected 1 output, got {len(sig.outs)}")
+        L = self.layout_of(sig)
+        x, w, b = sig.ins[0], sig.ins[1], sig.ins[2]
+        level = self.base_level
+        t = x.type
+        levels = self.type_levels()
+        if t not in levels:
+            sig.fail(f"input 0 has type {tname(t)}, expected "
+                     f"{', '.join(tname(k) for k in levels)}")
+        level = max(level, levels[t])
+        for k, what in ((1, "filter"), (2, "bias")):
+            if sig.ins[k].omitted:
+                sig.fail(f"input {k} ({what}) is required and cannot be omitted")
+        if t in FLOATS:
+            if w.type != t:
+                sig.fail(f"input 1 (filter) has type {tname(w.type)}, expected {tname(t)} (same as input 0)")
+            if b.type != t:
+                sig.fail(f"input 2 (bias) has type {tname(b.type)}, expected {tname(t)} (same as input 0)")
+        else:
+            if w.type not in (t, QPC):
+                sig.fail(f"input 1 (filter) has type {tname(w.type)}, expected {tname(t)} or "
+                         f"TENSOR_QUANT8_SYMM_PER_CHANNEL for a {tname(t)} input")
+            if w.type == QPC:
+                level = max(level, 3)
+                if w.channel is not None and w.channel.dim != self.channel_dim:
+                    sig.fail(f"input 1 (filter): per-channel quantization must use channelDim "
+                             f"{self.channel_dim}, got {w.channel.dim}")
+            check_bias_quant(sig, 2, x, w)
+        sig.same_type("output", 0, t)
+        o = sig.outs[0]
+        if t == Q8 and w.type == Q8 and not o.scale > scale_product(x.scale, w.scale):
+            level = max(level, 3)   # before FL3: output_scale > input_scale * filter_scale
+        check_rank(sig, "input", 0, 4, "input")
+        check_rank(sig, "input", 1, 4, "filter")
+        check_rank(sig, "input", 2, 1, "bias")
+        check_rank(sig, "output", 0, 4, "output")
+        # scalar parameters
+        idx = []
+        if L.pads:
+            idx += [(k, "padding") for k in L.pads]
+        if L.scheme is not None:
+            idx.append((L.scheme, "padding scheme"))
+        idx += [(k, "stride") for k in L.stride]
+        if L.extra is not None:
+            idx.append((L.extra, self.extra_name))
+        if L.dil:
+            idx += [(k, "dilation factor") for k in L.dil]
+        for k, what in idx:
+            if sig.ins[k].type != INT32:
+                sig.fail(f"input {k} ({what}) has type {tname(sig.ins[k].type)}, expected INT32")
+            if sig.ins[k].omitted:
+                sig.fail(f"input {k} ({what}) cannot be omitted")
+        check_fuse(sig, L.fuse)
+        if sig.ins[L.fuse].omitted:
+            sig.fail(f"input {L.fuse} (fused activation) cannot be omitted")
+        if L.layout is not None:
+            if sig.ins[L.layout].type != BOOL:
+                sig.fail(f"input {L.layout} (NCHW layout flag) has type {tname(sig.ins[L.layout].type)}, "
+                         f"expected BOOL")
+            if sig.ins[L.layout].omitted:
+                sig.fail(f"input {L.layout} (NCHW layout flag) cannot be omitted")
+            if not self.layout_required:
+                level = max(level, 3)
+        if L.dil:
+            level = max(level, 3)
+        if L.oshape is not None:
+            s = sig.ins[L.oshape]
+            if s.type != I32:
+                sig.fail(f"input {L.oshape} (output shape) has type {tname(s.type)}, expected TENSOR_INT32")
+            if s.rank not in (None, 0, 1):
+                sig.fail(f"input {L.oshape} (output shape) has rank {s.rank}, expected 1")
+            if s.rank == 1 and s.dims[0] not in (0, 4):
+                sig.fail(f"input {L.oshape} (output shape) has {s.dims[0]} elements, expected 4")
+        # values, when known
+        for k, what in idx:
+            v = sig.scalar_value(k)
+            if v is None:
+                continue
+            if what == "padding" and v < 0:
+                sig.fail(f"input {k} (padding) must be >= 0, got {v}")
+            if what in ("stride", "dilation factor", "depth multiplier", "number of groups") and v < 1:
+                sig.fail(f"input {k} ({what}) must be >= 1, got {v}")
+            if what == "padding scheme" and v not in (C.PADDING_SAME, C.PADDING_VALID):
+                sig.fail(f"input {k} (padding scheme) must be a PaddingCode (1 SAME, 2 VALID), got {v}")
+        if L.oshape is not None and sig.ins[L.oshape].value is not None:
+            v = np.asarray(sig.ins[L.oshape].value).reshape(-1)
+            if v.size != 4:
+                sig.fail(f"input {L.oshape} (output shape) has {v.size} elements, expected 4")
+            if (v < 0).any():
+                sig.fail(f"input {L.oshape} (output shape) has negative entries {v.tolist()}")
+        self.check_dims(sig, L)
+        return level
+
+    def type_levels(self):
+        b = self.base_level
+        return {F32: b, Q8: b, F16: 3, Q8S: 4}
+
+    def nchw(self, ins, L):
+        return L.layout is not None and bool(ins[L.layout].value)
+
+    def check_dims(self, sig, L):
+        """Static consistency of known dimensions (the layout value may be unknown)."""
+        x, w, b = sig.ins[0], sig.ins[1], sig.ins[2]
+        if b.rank == 1 and b.dims[0] and w.rank == 4:
+            o = w.dims[self.out_axis]
+            if o and o != b.dims[0]:
+                sig.fail(f"input 2 (bias) has {b.dims[0]} elements, expected {o} "
+                         f"(filter dimension {self.out_axis})")
+        if w.channel is not None and w.rank == 4 and w.dims[self.out_axis] \
+                and len(w.channel.scales) != w.dims[self.out_axis]:
+            sig.fail(f"input 1 (filter): {len(w.channel.scales)} per-channel scales for "
+                     f"{w.dims[self.out_axis]} output channels")
+        if w.rank == 4 and w.dims[1] == 0 and w.value is not None:
+            pass
+        lay = sig.ins[L.layout] if L.layout is not None else None
+        if x.rank == 4 and w.rank == 4 and (lay is None or lay.value is not None):
+            nchw = lay is not None and bool(lay.value)
+            cin = x.dims[1] if nchw else x.dims[3]
+            msg = self.channel_rule(cin, w.dims, sig, L)
+            if msg:
+                sig.fail(msg)
+
+    def channel_rule(self, cin, wdims, sig, L):
+        return None
+
+    # -- geometry --
+    def params(self, ins, L):
+        """(nchw, (pt, pb, pl, pr), (sh, sw), (dh, dw), fuse) with implicit padding resolved."""
+        nchw = self.nchw(ins, L)
+        x = ins[0].dims
+        n, h, w_, c = (x[0], x[2], x[3], x[1]) if nchw else tuple(x)
+        kh, kw = int(ins[1].dims[1]), int(ins[1].dims[2])
+        sw, sh = _int(ins[L.stride[0]]), _int(ins[L.stride[1]])
+        dw, dh = (_int(ins[L.dil[0]]), _int(ins[L.dil[1]])) if L.dil else (1, 1)
+        for v, what in ((sw, "stride"), (sh, "stride"), (dw, "dilation factor"), (dh, "dilation factor")):
+            if v < 1:
+                raise value_error(f"{self.name}: {what} must be >= 1, got {v}", False)
+        if L.explicit:
+            pl, pr, pt, pb = (_int(ins[k]) for k in L.pads)
+            if min(pl, pr, pt, pb) < 0:
+                raise value_error(f"{self.name}: paddings must be >= 0, got {[pl, pr, pt, pb]}", False)
+        else:
+            scheme = _int(ins[L.scheme])
+            if scheme not in (C.PADDING_SAME, C.PADDING_VALID):
+                raise value_error(f"{self.name}: padding scheme must be 1 (SAME) or 2 (VALID), got {scheme}",
+                                  False)
+            pt, pb = implicit_padding(scheme, int(h), sh, kh, dh)
+            pl, pr = implicit_padding(scheme, int(w_), sw, kw, dw)
+        fuse = _int(ins[L.fuse])
+        if fuse not in (0, 1, 2, 3):
+            raise value_error(f"{self.name}: fused activation must be 0..3, got {fuse}", False)
+        return nchw, (int(n), int(h), int(w_), int(c)), (pt, pb, pl, pr), (sh, sw), (dh, dw), fuse
+
+    def out_hw(self, h, w, kh, kw, pads, strides, dil):
+        pt, pb, pl, pr = pads
+        oh = out_size(h, kh, strides[0], pt, pb, dil[0])
+        ow = out_size(w, kw, strides[1], pl, pr, dil[1])
+        if oh < 1 or ow < 1:
+            raise value_error(f"{self.name}: the {kh}x{kw} filter (dilation {dil[0]}x{dil[1]}) does not fit the "
+                              f"{h}x{w} input with paddings {list(pads)} (output would be {oh}x{ow})", False)
+        return oh, ow
+
+    def check_zero_sized(self, ins):
+        if not self.allow_zero_sized and any(d == 0 for d in ins[0].dims):
+            raise value_error(f"{self.name}: zero-sized input {list(ins[0].dims)} is not supported", False)
+
+
+def _layout_dims(n, h, w, c, nchw):
+    return (n, c, h, w) if nchw else (n, h, w, c)
+
+
+# ---- input preparation ---------------------------------------------------------------------------
+def prepare_input(x, nchw, pads, dtype, zp):
+    """NHWC array of dtype (centred by zp), zero-padded by pads = (top, bottom, left, right).
+
+    Returns the input itself when nothing needs to change (float32 NHWC, no padding)."""
+    xn = x.transpose(0, 2, 3, 1) if nchw else x
+    pt, pb, pl, pr = pads
+    if not (pt or pb or pl or pr) and xn.dtype == dtype and not zp and xn.flags.c_contiguous:
+        return xn
+    n, h, w, c = xn.shape
+    xp = np.empty((n, h + pt + pb, w + pl + pr, c), dtype)
+    if pt:
+        xp[:, :pt] = 0
+    if pb:
+        xp[:, pt + h:] = 0
+    if pl:
+        xp[:, pt:pt + h, :pl] = 0
+    if pr:
+        xp[:, pt:pt + h, pl + w:] = 0
+    inner = xp[:, pt:pt + h, pl:pl + w]
+    if zp:
+        np.subtract(xn, dtype(zp), out=inner, dtype=dtype)
+    else:
+        inner[...] = xn
+    return xp
+
+
+def prepare_planes(x, nchw, pads, dtype, zp, sw, repeat=1):
+    """Like prepare_input, but split by width phase for a stride sw: plane p holds the padded
+    columns p, p + sw, p + 2 sw, ... (contiguous), so that a strided tap is a contiguous slice.
+    repeat > 1 repeats every channel (depth multiplier).  One pass over the input."""
+    if sw == 1 and repeat == 1:
+        return [prepare_input(x, nchw, pads, dtype, zp)]
+    xn = x.transpose(0, 2, 3, 1) if nchw else x
+    if repeat > 1:
+        xn = np.repeat(xn, repeat, axis=3)
+    pt, pb, pl, pr = pads
+    n, h, w, c = xn.shape
+    wp = w + pl + pr
+    planes = []
+    for p in range(sw):
+        cols = len(range(p, wp, sw))
+        pl_ = np.zeros((n, h + pt + pb, cols, c), dtype)
+        k0 = max(0, -(-(pl - p) // sw))              # first plane column inside the input
+        k1 = min(cols, -(-(pl + w - p) // sw))       # one past the last
+        if k1 > k0:
+            src = xn[:, :, p + k0 * sw - pl::sw][:, :, :k1 - k0]
+            dst = pl_[:, pt:pt + h, k0:k1]
+            if zp:
+                np.subtract(src, dtype(zp), out=dst, dtype=dtype)
+            else:
+                dst[...] = src
+        planes.append(pl_)
+    return planes
+
+
+def _rows_per_block(row_bytes):
+    return max(1, _BLOCK_BYTES // max(1, row_bytes))
+
+
+def _filter_real_scales(x, w, out):
+    """Per output channel (or scalar) requantization multipliers."""
+    if w.type == QPC:
+        s = np.float32(x.scale) * np.asarray(w.channel.scales, np.float32)
+        return s.astype(np.float64) / float(out.scale)
+    return scale_product(x.scale, w.scale) / float(out.scale)
+
+
+class _Epilogue:
+    """Writes a block of accumulators [..., OW, O] into the matching NHWC block of the output:
+    float: + bias, activation, cast; quantized: OutputStage (bias folded in)."""
+
+    def __init__(self, quant, fuse, stage=None, float_bias=None):
+        self.quant = quant
+        self.fuse = fuse
+        self.stage = stage
+        self.bias = float_bias
+        self.tiled = {}
+
+    def __call__(self, acc, dst, inplace):
+        if self.quant:
+            self.stage(acc, dst)
+            return
+        if self.bias is not None:
+            ow, o = acc.shape[-2], acc.shape[-1]
+            b = self.tiled.get(ow)
+            if b is None:
+                b = self.tiled[ow] = np.tile(self.bias, ow)      # bias along whole rows
+            v = acc.reshape(-1, ow * o)
+            v += b
+        Q.apply_float_activation(acc, self.fuse)
+        if not inplace:
+            dst[...] = acc.reshape(dst.shape)
+
+
+# ---- per-op filter packing ----------------------------------------------------------------------
+class _Packed:
+    """A filter prepared for one op: matrix (or taps) in the compute dtype, and for quantized
+    filters the bound of |partial sums| (to choose float32/float64 and check int64 headroom)."""
+    __slots__ = ("mat", "dtype", "bound", "extra")
+
+    def __init__(self, mat, dtype, bound, extra=None):
+        self.mat = mat
+        self.dtype = dtype
+        self.bound = bound
+        self.extra = extra
+
+
+def _center_filter(w, info):
+    """Filter as float64 with its zero point removed (per-channel filters are symmetric)."""
+    wf = w.astype(np.float64)
+    if info.type in (Q8, Q8S) and info.zp:
+        wf -= info.zp
+    return wf
+
+
+def _exact_dtype(bound):
+    return np.float32 if bound < float(1 << 24) else np.float64
+
+
+class _QuantSetup:
+    """Everything a quantized kernel needs besides the filter: input zero point and range,
+    requantization multipliers, activation range."""
+
+    def __init__(self, ins, outs, fuse):
+        x, w, out = ins[0], ins[1], outs[0]
+        self.x_zp = x.zp
+        self.xmax = centered_max(x.type, x.zp)
+        self.reals = _filter_real_scales(x, w, out)
+        self.out = out
+        self.lo, self.hi = Q.activation_range(fuse, out.scale, out.zp, out.type)
+
+    def stage(self, bias, bound):
+        return OutputStage(self.reals, self.out.zp, self.lo, self.hi, bias=bias, acc_bound=bound)
+
+
+class _StageCache:
+    """OutputStage for (packed filter, bias) -- prepared once when both are constants."""
+
+    def __init__(self, qs, packed, bias_value):
+        self.qs = qs
+        self.packed = packed
+        self.bias_src = bias_value
+        self.const = None
+        if packed.val is not None and bias_value is not None:
+            self.const = qs.stage(bias_value, packed.val.bound)
+
+    def get(self, pk, bias):
+        if self.const is not None and pk is self.packed.val and bias is self.bias_src:
+            return self.const
+        return self.qs.stage(bias, pk.bound)
+
+
+# ---- im2col convolution core (CONV_2D, GROUPED_CONV_2D) ----------------------------------------
+def _conv_blocks(xp, pk, geom, on, epi, groups=1):
+    """xp: padded NHWC input (compute dtype); pk.mat: [KH*KW*Cg, O] (groups == 1) or
+    [G, KH*KW*Cg, Og]; on: NHWC view of the output.  Accumulators reach the epilogue as
+    [rows, OW, O] blocks."""
+    kh, kw, (sh, sw), (dh, dw), oh, ow = geom
+    n, _, _, c = xp.shape
+    o = on.shape[3]
+    mat = pk.mat
+    direct = (not epi.quant) and on.dtype == pk.dtype and on.flags.c_contiguous
+    if kh == 1 and kw == 1 and groups == 1:
+        src = xp[:, ::sh, ::sw][:, :oh, :ow] if (sh > 1 or sw > 1 or xp.shape[1] != oh
+                                                  or xp.shape[2] != ow) else xp
+        if src.flags.c_contiguous and direct:
+            np.matmul(src.reshape(-1, c), mat, out=on.reshape(-1, o))     # one GEMM
+            epi(on, on, True)
+            return
+        rows = _rows_per_block(ow * (c + o) * pk.dtype().itemsize)
+        for b in range(n):
+            for r0 in range(0, oh, rows):
+                r1 = min(oh, r0 + rows)
+                cols = np.ascontiguousarray(src[b, r0:r1]).reshape(-1, c)
+                dst = on[b, r0:r1]
+                if direct:
+                    np.matmul(cols, mat, out=dst.reshape(-1, o))
+                    epi(dst, dst, True)
+                else:
+                    epi(np.matmul(cols, mat).reshape(r1 - r0, ow, o), dst, False)
+        return
+    win = window_view(xp, kh, kw, sh, sw, dh, dw)[:, :oh, :ow]      # [N, OH, OW, KH, KW, C]
+    kdim = kh * kw * c
+    rows = _rows_per_block(ow * (kdim + o) * pk.dtype().itemsize)
+    for b in range(n):
+        for r0 in range(0, oh, rows):
+            r1 = min(oh, r0 + rows)
+            dst = on[b, r0:r1]
+            if groups == 1:
+                cols = win[b, r0:r1].reshape(-1, kdim)                   # im2col block (copy)
+                if direct:
+                    np.matmul(cols, mat, out=dst.reshape(-1, o))
+                    epi(dst, dst, True)
+                else:
+                    epi(np.matmul(cols, mat).reshape(r1 - r0, ow, o), dst, False)
+            else:
+                cg = c // groups
+                # [P, KH, KW, G, Cg] -> [G, P, KH*KW*Cg]; one batched GEMM over the groups
+                blk = win[b, r0:r1].reshape(-1, kh, kw, groups, cg)
+                cols = np.ascontiguousarray(blk.transpose(3, 0, 1, 2, 4)).reshape(groups, -1, kh * kw * cg)
+                res = np.matmul(cols, mat)                                  # [G, P, Og]
+                acc = np.ascontiguousarray(res.transpose(1, 0, 2)).reshape(r1 - r0, ow, o)
+                epi(acc, dst, False)
+
+
+def _conv_like_build(op, ins, outs, L, groups_of=None):
+    """build() shared by CONV_2D and GROUPED_CONV_2D."""
+    nchw, (n, h, w, c), pads, strides, dil, fuse = op.params(ins, L)
+    pt, pb, pl, pr = pads
+    wi = ins[1]
+    o, kh, kw, cg = (int(d) for d in wi.dims)
+    oh, ow = op.out_hw(h, w, kh, kw, pads, strides, dil)
+    groups = 1 if groups_of is None else groups_of
+    og = o // groups
+    quant = ins[0].type not in FLOATS
+    geom = (kh, kw, strides, dil, oh, ow)
+
+    def pack(wv):
+        if not quant:
+            wf = wv.astype(np.float32)
+            dtype, bound = np.float32, 0.0
+        else:
+            wf = _center_filter(wv, wi)
+            bound = float(centered_max(ins[0].type, ins[0].zp)) * float(np.abs(wf).reshape(o, -1).sum(1).max()) \
+                if wf.size else 0.0
+            dtype = _exact_dtype(bound)
+        if groups == 1:
+            mat = np.ascontiguousarray(wf.reshape(o, -1).T, dtype=dtype)               # [KH*KW*C, O]
+        else:
+            mat = np.ascontiguousarray(wf.reshape(groups, og, -1).transpose(0, 2, 1), dtype=dtype)
+        return _Packed(mat, dtype, bound)
+
+    packed = Derived(wi.value, pack)
+    if quant:
+        qs = _QuantSetup(ins, outs, fuse)
+        stages = _StageCache(qs, packed, ins[2].value)
+        zp = ins[0].zp
+    else:
+        fbias = Derived(ins[2].value, lambda bv: bv.astype(np.float32))
+        zp = 0
+    out_t = outs[0].type
+
+    def kernel(i, oarr):
+        pk = packed.get(i[1])
+        out = oarr[0]
+        if out.size == 0:
+            return
+        on = out.transpose(0, 2, 3, 1) if nchw else out
+        xp = prepare_input(i[0], nchw, (pt, pb, pl, pr), pk.dtype, zp)
+        if quant:
+            epi = _Epilogue(True, fuse, stage=stages.get(pk, i[2]))
+        else:
+            epi = _Epilogue(False, fuse, float_bias=fbias.get(i[2]))
+        _conv_blocks(xp, pk, geom, on, epi, groups)
+    return kernel
+
+
+# ---- CONV_2D ------------------------------------------------------------------------------------
+@register
+class Conv2D(ConvBase):
+    name = "CONV_2D"
+    has_dilation = True
+    allow_zero_sized = True
+    out_axis = 0
+
+    def layout_of(self, sig):
+        ins = sig.ins
+        n = len(ins)
+        if n >= 10 and ins[7].type == INT32:
+            if n not in (10, 11, 13):
+                if n == 12:
+                    sig.fail("explicit padding: got 12 inputs; the dilation factors (inputs 11 and 12) "
+                             "must be given as a pair")
+                self._fail_count(sig, (7, 8, 10, 11, 13))
+            return Layout(True, pads=(3, 4, 5, 6), stride=(7, 8), fuse=9,
+                          layout=10 if n >= 11 else None, dil=(11, 12) if n == 13 else None)
+        if n not in (7, 8, 10):
+            if n == 9:
+                sig.fail("implicit padding: got 9 inputs; the dilation factors (inputs 8 and 9) "
+                         "must be given as a pair")
+            self._fail_count(sig, (7, 8, 10, 11, 13))
+        return Layout(False, scheme=3, stride=(4, 5), fuse=6,
+                      layout=7 if n >= 8 else None, dil=(8, 9) if n == 10 else None)
+
+    def channel_rule(self, cin, wd, sig, L):
+        if cin and wd[3] and cin != wd[3]:
+            return (f"input 1 (filter) depth {wd[3]} does not match the input depth {cin}")
+        return None
+
+    def infer(self, ins):
+        L = self.layout_of(_SigLike(self, ins))
+        nchw, (n, h, w, c), pads, strides, dil, fuse = self.params(ins, L)
+        o, kh, kw, ci = (int(d) for d in ins[1].dims)
+        if ci != c:
+            raise value_error(f"{self.name}: filter depth {ci} does not match the input depth {c}", False)
+        if int(ins[2].dims[0]) != o:
+            raise value_error(f"{self.name}: bias has {ins[2].dims[0]} elements, expected {o}", False)
+        oh, ow = self.out_hw(h, w, kh, kw, pads, strides, dil)
+        return [_layout_dims(n, oh, ow, o, nchw)]
+
+    def build(self, ins, outs):
+        L = self.layout_of(_SigLike(self, ins))
+        return _conv_like_build(self, ins, outs, L)
+
+
+class _SigLike:
+    """Lets layout_of() run on build/infer Infos (a count failure there cannot happen:
+    addOperation validated the same operands)."""
+    __slots__ = ("op", "ins")
+
+    def __init__(self, op, ins):
+        self.op = op
+        self.ins = ins
+
+    def fail(self, msg):
+        raise value_error(f"{self.op.name}: {msg}", False)
+
+
+# ---- GROUPED_CONV_2D ---------------------------------------------------------------------------
+@register
+class GroupedConv2D(ConvBase):
+    name = "GROUPED_CONV_2D"
+    extra_name = "number of groups"
+    layout_required = True
+    base_level = 3
+    out_axis = 0
+
+    def layout_of(self, sig):
+        n = len(sig.ins)
+        if n == 12:
+            return Layout(True, pads=(3, 4, 5, 6), stride=(7, 8), extra=9, fuse=10, layout=11)
+        if n == 9:
+            return Layout(False, scheme=3, stride=(4, 5), extra=6, fuse=7, layout=8)
+        self._fail_count(sig, (9, 12))
+
+    def channel_rule(self, cin, wd, sig, L):
+        g = sig.scalar_value(L.extra)
+        if g is None or g < 1:
+            return None
+        if wd[0] and wd[0] % g:
+            return f"input 1 (filter) has {wd[0]} output channels, not divisible by {g} groups"
+        if cin and wd[3] and cin != g * wd[3]:
+            return (f"input 0 depth {cin} must equal groups × filter depth ({g} × {wd[3]})")
+        return None
+
+    def _groups(self, ins, L, c, wd):
+        g = _int(ins[L.extra])
+        if g < 1:
+            raise value_error(f"{self.name}: number of groups must be >= 1, got {g}", False)
+        if int(wd[0]) % g:
+            raise value_error(f"{self.name}: {wd[0]} output channels are not divisible by {g} groups", False)
+        if c != g * int(wd[3]):
+            raise value_error(f"{self.name}: input depth {c} must equal groups × filter depth "
+                              f"({g} × {wd[3]})", False)
+        return g
+
+    def infer(self, ins):
+        L = self.layout_of(_SigLike(self, ins))
+        self.check_zero_sized(ins)
+        nchw, (n, h, w, c), pads, strides, dil, fuse = self.params(ins, L)
+        o, kh, kw, cg = (int(d) for d in ins[1].dims)
+        self._groups(ins, L, c, ins[1].dims)
+        if int(ins[2].dims[0]) != o:
+            raise value_error(f"{self.name}: bias has {ins[2].dims[0]} elements, expected {o}", False)
+        oh, ow = self.out_hw(h, w, kh, kw, pads, strides, dil)
+        return [_layout_dims(n, oh, ow, o, nchw)]
+
+    def build(self, ins, outs):
+        L = self.layout_of(_SigLike(self, ins))
+        nchw = self.nchw(ins, L)
+        c = int(ins[0].dims[1] if nchw else ins[0].dims[3])
+        g = self._groups(ins, L, c, ins[1].dims)
+        return _conv_like_build(self, ins, outs, L, groups_of=g)
+
+
+# ---- DEPTHWISE_CONV_2D --------------------------------------------------------------------------
+@register
+class DepthwiseConv2D(ConvBase):
+    name = "DEPTHWISE_CONV_2D"
+    extra_name = "depth multiplier"
+    has_dilation = True
+    channel_dim = 3
+    out_axis = 3
+
+    def layout_of(self, sig):
+        ins = sig.ins
+        n = len(ins)
+        if n >= 11 and ins[8].type == INT32:
+            if n not in (11, 12, 14):
+                if n == 13:
+                    sig.fail("explicit padding: got 13 inputs; the dilation factors (inputs 12 and 13) "
+                             "must be given as a pair")
+                self._fail_count(sig, (8, 9, 11, 12, 14))
+            return Layout(True, pads=(3, 4, 5, 6), stride=(7, 8), extra=9, fuse=10,
+                          layout=11 if n >= 12 else None, dil=(12, 13) if n == 14 else None)
+        if n not in (8, 9, 11):
+            if n == 10:
+                sig.fail("implicit padding: got 10 inputs; the dilation factors (inputs 9 and 10) "
+                         "must be given as a pair")
+            self._fail_count(sig, (8, 9, 11, 12, 14))
+        return Layout(False, scheme=3, stride=(4, 5), extra=6, fuse=7,
+                      layout=8 if n >= 9 else None, dil=(9, 10) if n == 11 else None)
+
+    def check_dims(self, sig, L):
+        w = sig.ins[1]
+        if w.rank == 4 and w.dims[0] not in (0, 1):
+            sig.fail(f"input 1 (filter) must have shape [1, height, width, depth_out], "
+                     f"got dimension 0 = {w.dims[0]}")
+        super().check_dims(sig, L)
+
+    def channel_rule(self, cin, wd, sig, L):
+        m = sig.scalar_value(L.extra)
+        if m is None or m < 1 or not cin or not wd[3]:
+            return None
+        if wd[3] != cin * m:
+            return (f"input 1 (filter) depth_out {wd[3]} must equal input depth × depth multiplier "
+                    f"({cin} × {m})")
+        return None
+
+    def _mult(self, ins, L, c, wd):
+        if int(wd[0]) != 1:
+            raise value_error(f"{self.name}: filter dimension 0 must be 1, got {wd[0]}", False)
+        m = _int(ins[L.extra])
+        if m < 1:
+            raise value_error(f"{self.name}: depth multiplier must be >= 1, got {m}", False)
+        if int(wd[3]) != c * m:
+            raise value_error(f"{self.name}: filter depth_out {wd[3]} must equal input depth × depth "
+                              f"multiplier ({c} × {m})", False)
+        return m
+
+    def infer(self, ins):
+        L = self.layout_of(_SigLike(self, ins))
+        self.check_zero_sized(ins)
+        nchw, (n, h, w, c), pads, strides, dil, fuse = self.params(ins, L)
+        _, kh, kw, o = (int(d) for d in ins[1].dims)
+        self._mult(ins, L, c, ins[1].dims)
+        if int(ins[2].dims[0]) != o:
+            raise value_error(f"{self.name}: bias has {ins[2].dims[0]} elements, expected {o}", False)
+        oh, ow = self.out_hw(h, w, kh, kw, pads, strides, dil)
+        return [_layout_dims(n, oh, ow, o, nchw)]
+
+    def build(self, ins, outs):
+        L = self.layout_of(_SigLike(self, ins))
+        nchw, (n, h, w, c), pads, (sh, sw), (dh, dw), fuse = self.params(ins, L)
+        wi = ins[1]
+        _, kh, kw, o = (int(d) for d in wi.dims)
+        m = self._mult(ins, L, c, wi.dims)
+        oh, ow = self.out_hw(h, w, kh, kw, pads, (sh, sw), (dh, dw))
+        quant = ins[0].type not in FLOATS
+
+        def pack(wv):
+            if not quant:
+                wf = wv.astype(np.float32)
+                dtype, bound = np.float32, 0.0
+            else:
+                wf = _center_filter(wv, wi)
+                bound = float(centered_max(ins[0].type, ins[0].zp)) * \
+                    float(np.abs(wf).reshape(-1, o).sum(0).max()) if wf.size else 0.0
+                dtype = _exact_dtype(bound)
+            # one row of weights per tap, tiled along a whole output row: [KH*KW, OW*O]
+            taps = np.tile(wf.reshape(kh * kw, o).astype(dtype), (1, ow))
+            return _Packed(np.ascontiguousarray(taps), dtype, bound)
+
+        packed = Derived(wi.value, pack)
+        if quant:
+            qs = _QuantSetup(ins, outs, fuse)
+            stages = _StageCache(qs, packed, ins[2].value)
+            zp = ins[0].zp
+        else:
+            fbias = Derived(ins[2].value, lambda bv: bv.astype(np.float32))
+            zp = 0
+        pt, pb, pl, pr = pads
+        row = ow * o
+
+        def kernel(i, oarr):
+            pk = packed.get(i[1])
+            out = oarr[0]
+            if out.size == 0:
+                return
+            on = out.transpose(0, 2, 3, 1) if nchw else out
+            # width phases: with stride sw the columns x0, x0+sw, ... of phase x0 % sw are adjacent;
+            # with a depth multiplier m input channel k feeds outputs k*m .. k*m+m-1
+            planes = prepare_planes(i[0], nchw, (pt, pb, pl, pr), pk.dtype, zp, sw, m)
+            if quant:
+                epi = _Epilogue(True, fuse, stage=stages.get(pk, i[2]))
+            else:
+                epi = _Epilogue(False, fuse, float_bias=fbias.get(i[2]))
+            direct = (not quant) and on.dtype == pk.dtype and on.flags.c_contiguous
+            taps = pk.mat
+            rows = max(1, (1 << 20) // (row * pk.dtype().itemsize))
+            tmp = np.empty((min(rows, oh), row), pk.dtype)
+            for b in range(planes[0].shape[0]):
+                for r0 in range(0, oh, rows):
+                    r1 = min(oh, r0 + rows)
+                    nr = r1 - r0
+                    dst = on[b, r0:r1]
+                    acc = dst.reshape(nr, row) if direct else np.empty((nr, row), pk.dtype)
+                    t5 = tmp[:nr]
+                    t = 0
+                    for ky in range(kh):
+                        y0 = r0 * sh + ky * dh
+                        ys = slice(y0, y0 + (nr - 1) * sh + 1, sh)
+                        for kx in range(kw):
+                            x0 = kx * dw
+                            c0 = x0 // sw
+                            xs = planes[x0 % sw][b, ys, c0:c0 + ow].reshape(nr, row)
+                            if t == 0:
+                                np.multiply(xs, taps[0], out=acc)
+                            else:
+                                np.multiply(xs, taps[t], out=t5)
+                                acc += t5
+                            t += 1
+                    epi(acc.reshape(nr, ow, o), dst, direct)
+        return kernel
+
+
+# ---- TRANSPOSE_CONV_2D --------------------------------------------------------------------------
+@register
+class TransposeConv2D(ConvBase):
+    name = "TRANSPOSE_CONV_2D"
+    layout_required = True
+    base_level = 3
+    allow_zero_sized = True
+    out_axis = 0
+    value_inputs = (3,)
+
+    def layout_of(self, sig):
+        n = len(sig.ins)
+        if n == 11:
+            return Layout(True, pads=(3, 4, 5, 6), stride=(7, 8), fuse=9, layout=10)
+        if n == 9:
+            return Layout(False, oshape=3, scheme=4, stride=(5, 6), fuse=7, layout=8)
+        self._fail_count(sig, (9, 11))
+
+    def channel_rule(self, cin, wd, sig, L):
+        if cin and wd[3] and cin != wd[3]:
+            return f"input 1 (filter) depth {wd[3]} does not match the input depth {cin}"
+        return None
+
+    def geometry(self, ins, L):
+        nchw = self.nchw(ins, L)
+        x = ins[0].dims
+        n, h, w, c = (x[0], x[2], x[3], x[1]) if nchw else tuple(x)
+        n, h, w, c = int(n), int(h), int(w), int(c)
+        o, kh, kw, ci = (int(d) for d in ins[1].dims)
+        if ci != c:
+            raise value_error(f"{self.name}: filter depth {ci} does not match the input depth {c}", False)
+        if int(ins[2].dims[0]) != o:
+            raise value_error(f"{self.name}: bias has {ins[2].dims[0]} elements, expected {o}", False)
+        sw, sh = _int(ins[L.stride[0]]), _int(ins[L.stride[1]])
+        if sw < 1 or sh < 1:
+            raise value_error(f"{self.name}: strides must be >= 1, got {sw}, {sh}", False)
+        fuse = _int(ins[L.fuse])
+        if fuse not in (0, 1, 2, 3):
+            raise value_error(f"{self.name}: fused activation must be 0..3, got {fuse}", False)
+        full_h, full_w = (h - 1) * sh + kh, (w - 1) * sw + kw
+        if L.explicit:
+            pl, pr, pt, pb = (_int(ins[k]) for k in L.pads)
+            if min(pl, pr, pt, pb) < 0:
+                raise value_error(f"{self.name}: paddings must be >= 0, got {[pl, pr, pt, pb]}", False)
+        else:
+            shape = ins[L.oshape].value
+            if shape is None:
+                raise value_error(f"{self.name}: the output shape tensor (input 3) must be known", False)
+            shape = np.asarray(shape).reshape(-1)
+            if shape.size != 4:
+                raise value_error(f"{self.name}: the output shape tensor has {shape.size} elements, expected 4",
+                                  False)
+            want_h, want_w = (int(shape[2]), int(shape[3])) if nchw else (int(shape[1]), int(shape[2]))
+            scheme = _int(ins[L.scheme])
+            if scheme not in (C.PADDING_SAME, C.PADDING_VALID):
+                raise value_error(f"{self.name}: padding scheme must be 1 (SAME) or 2 (VALID), got {scheme}",
+                                  False)
+            pt = pb = pl = pr = 0
+            if scheme == C.PADDING_SAME:
+                # the output has the requested size: total padding = full - requested; when that
+                # is negative the extra rows/columns at the end only receive the bias
+                th, tw = full_h - want_h, full_w - want_w
+                pt, pl = max(th, 0) // 2, max(tw, 0) // 2
+                pb, pr = th - pt, tw - pl
+        oh, ow = full_h - pt - pb, full_w - pl - pr
+        if oh < 1 or ow < 1:
+            raise value_error(f"{self.name}: paddings {[pl, pr, pt, pb]} leave no output of the "
+                              f"{full_h}x{full_w} transposed convolution", False)
+        return nchw, (n, h, w, c), (o, kh, kw), (sh, sw), (pt, pb, pl, pr), (oh, ow), fuse
+
+    def infer(self, ins):
+        L = self.layout_of(_SigLike(self, ins))
+        nchw, (n, h, w, c), (o, kh, kw), _, _, (oh, ow), _ = self.geometry(ins, L)
+        return [_layout_dims(n, oh, ow, o, nchw)]
+
+    def build(self, ins, outs):
+        L = self.layout_of(_SigLike(self, ins))
+        nchw, (n, h, w, c), (o, kh, kw), (sh, sw), (pt, pb, pl, pr), (oh, ow), fuse = self.geometry(ins, L)
+        wi = ins[1]
+        quant = ins[0].type not in FLOATS
+        full_h, full_w = (h - 1) * sh + kh, (w - 1) * sw + kw
+
+        def pack(wv):
+            if not quant:
+                wf = wv.astype(np.float32)
+                dtype, bound = np.float32, 0.0
+            else:
+                wf = _center_filter(wv, wi)
+                # an output element sums at most all taps of all input channels
+                bound = float(centered_max(ins[0].type, ins[0].zp)) * \
+                    float(np.abs(wf).reshape(o, -1).sum(1).max()) if wf.size else 0.0
+                dtype = _exact_dtype(bound)
+            mat = np.ascontiguousarray(wf.transpose(3, 1, 2, 0).reshape(c, kh * kw * o), dtype=dtype)
+            return _Packed(mat, dtype, bound)
+
+        packed = Derived(wi.value, pack)
+        if quant:
+            qs = _QuantSetup(ins, outs, fuse)
+            stages = _StageCache(qs, packed, ins[2].value)
+            zp = ins[0].zp
+        else:
+            fbias = Derived(ins[2].value, lambda bv: bv.astype(np.float32))
+            zp = 0
+        out_t = outs[0].type
+
+        def kernel(i, oarr):
+            pk = packed.get(i[1])
+            out = oarr[0]
+            if out.size == 0:
+                return
+            on = out.transpose(0, 2, 3, 1) if nchw else out
+            xn = prepare_input(i[0], nchw, (0, 0, 0, 0), pk.dtype, zp)
+            cols = np.matmul(xn.reshape(-1, c), pk.mat).reshape(n, h, w, kh, kw, o)
+            full = np.zeros((n, max(full_h, pt + oh), max(full_w, pl + ow), o), pk.dtype)
+            for ky in range(kh):
+                for kx in range(kw):
+                    full[:, ky:ky + (h - 1) * sh + 1:sh, kx:kx + (w - 1) * sw + 1:sw] += cols[:, :, :, ky, kx]
+            acc = full[:, pt:pt + oh, pl:pl + ow]
+            if quant:
+                stages.get(pk, i[2])(np.ascontiguousarray(acc), on)
+            else:
+                acc = np.ascontiguousarray(acc)
+                acc += fbias.get(i[2])
+                Q.apply_float_activation(acc, fuse)
+                on[...] = acc
+        return kernel

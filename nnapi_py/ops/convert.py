@@ -1,1 +1,183 @@
-"""(not yet written)"""
+"""Type conversions: QUANTIZE, DEQUANTIZE, CAST.
+
+QUANTIZE follows the reference formula literally: q = clamp(round(x / scale) + zeroPoint)
+with the division in float32 (a float16 input is promoted to float32 first) and std::round
+(half away from zero).  Like the reference's std::max(lo, std::min(hi, v)), NaN becomes the
+largest code and +-inf saturate.
+
+DEQUANTIZE computes (x - zeroPoint) * scale in float32 (per-channel: x * scale[c]) and rounds
+once to float16 when the output is float16.
+
+CAST ignores scale and zeroPoint.  Conversions to TENSOR_QUANT8_ASYMM saturate to [0, 255]
+and truncate toward zero (the reference clamps, then static_casts); float -> TENSOR_INT32
+truncates toward zero and saturates to the int32 range; NaN converts to 0 for integer
+destinations (undefined in C, 0 on the reference's ARM targets); conversions to float
+round to nearest.
+"""
+import numpy as np
+
+from .. import constants as C
+from .base import Op, register, value_error
+from . import quant as Q
+from .activation import check_same_shape, round_half_away
+
+F16, F32, I32 = C.TENSOR_FLOAT16, C.TENSOR_FLOAT32, C.TENSOR_INT32
+Q8, Q8S = C.TENSOR_QUANT8_ASYMM, C.TENSOR_QUANT8_ASYMM_SIGNED
+Q8SYMM, PERCH = C.TENSOR_QUANT8_SYMM, C.TENSOR_QUANT8_SYMM_PER_CHANNEL
+BOOL8, Q16S, Q16A = C.TENSOR_BOOL8, C.TENSOR_QUANT16_SYMM, C.TENSOR_QUANT16_ASYMM
+
+
+def _tn(t):
+    return C.TYPE_NAMES.get(t, str(t))
+
+
+def _same_shape(ins):
+    return [ins[0].dims]
+
+
+@register
+class Quantize(Op):
+    name = "QUANTIZE"
+    allow_zero_sized = True
+    in_levels = {F32: 3, F16: 3}
+    out_levels = {Q8: 3, Q8S: 4}
+
+    def validate(self, sig):
+        sig.count(1, 1)
+        ti = sig.types("input", 0, self.in_levels)
+        to = sig.types("output", 0, self.out_levels)
+        check_same_shape(sig)
+        if sig.ins[0].rank == 0:
+            sig.fail("input 0 must have rank >= 1")
+        return max(self.in_levels[ti], self.out_levels[to])
+
+    def infer(self, ins):
+        return _same_shape(ins)
+
+    def build(self, ins, outs):
+        scale = np.float32(outs[0].scale)
+        zp = np.float32(outs[0].zp)
+        lo, hi = Q.qrange(outs[0].type)
+
+        def k(i, o):
+            with np.errstate(all="ignore"):
+                v = round_half_away(np.divide(i[0], scale, dtype=np.float32))   # std::round
+                v += zp
+            np.fmin(v, hi, out=v)          # NaN -> hi, as std::min(hi, NaN) in the reference
+            np.fmax(v, lo, out=v)
+            o[0][...] = v
+        return k
+
+
+@register
+class Dequantize(Op):
+    name = "DEQUANTIZE"
+    allow_zero_sized = True
+    in_levels = {Q8: 1, Q8SYMM: 3, PERCH: 3, Q8S: 4}
+    out_levels = {F32: 1, F16: 3}
+
+    def validate(self, sig):
+        sig.count(1, 1)
+        ti = sig.types("input", 0, self.in_levels)
+        to = sig.types("output", 0, self.out_levels)
+        check_same_shape(sig)
+        sig.rank_between("input", 0, 1, 4)
+        return max(self.in_levels[ti], self.out_levels[to])
+
+    def infer(self, ins):
+        d = ins[0].dims
+        if len(d) > 4:
+            raise value_error(f"{self.name}: input 0 has rank {len(d)}, expected at most 4", at_runtime=False)
+        return [d]
+
+    def build(self, ins, outs):
+        inp = ins[0]
+        if inp.type == PERCH:
+            ch = inp.channel
+            if ch is None:
+                raise value_error(f"{self.name}: input 0 has no per-channel quantization parameters",
+                                  at_runtime=False)
+            shape = [1] * len(inp.dims)
+            shape[ch.dim] = len(ch.scales)
+            scales = np.asarray(ch.scales, np.float32).reshape(shape)
+
+            def k(i, o):
+                with np.errstate(all="ignore"):
+                    o[0][...] = i[0].astype(np.float32) * scales
+            return k
+        scale, zp = np.float32(inp.scale), np.float32(inp.zp)
+
+        if outs[0].type == F32:
+            def k(i, o):
+                np.subtract(i[0], zp, out=o[0], dtype=np.float32)
+                o[0] *= scale
+        else:
+            def k(i, o):
+                v = i[0].astype(np.float32)
+                v -= zp
+                v *= scale
+                with np.errstate(all="ignore"):
+                    o[0][...] = v
+        return k
+
+
+# CAST: FL3 any-to-any among these; FL4 identity casts for the others
+_CAST_ANY = (F16, F32, I32, Q8)
+_CAST_IDENTITY = (BOOL8, Q16A, Q16S, Q8S, Q8SYMM)
+
+
+def _to_int(x, lo, hi):
+    """float -> integer: truncate toward zero, saturate to [lo, hi], NaN -> 0 (float64 bounds)."""
+    v = np.clip(x.astype(np.float64), lo, hi)
+    np.nan_to_num(v, copy=False, nan=0.0)
+    return v
+
+
+@register
+class Cast(Op):
+    name = "CAST"
+
+    def validate(self, sig):
+        sig.count(1, 1)
+        ti, to = sig.ins[0].type, sig.outs[0].type
+        check_same_shape(sig)
+        if sig.ins[0].rank == 0:
+            sig.fail("input 0 must have rank >= 1")
+        if ti in _CAST_ANY and to in _CAST_ANY:
+            return 3
+        if ti == to and ti in _CAST_IDENTITY:
+            return 4
+        sig.fail(f"casting {_tn(ti)} to {_tn(to)} is not supported (any pair among TENSOR_FLOAT16, "
+                 f"TENSOR_FLOAT32, TENSOR_INT32, TENSOR_QUANT8_ASYMM; identity casts for TENSOR_BOOL8, "
+                 f"TENSOR_QUANT16_ASYMM, TENSOR_QUANT16_SYMM, TENSOR_QUANT8_ASYMM_SIGNED, TENSOR_QUANT8_SYMM)")
+
+    def infer(self, ins):
+        return _same_shape(ins)
+
+    def build(self, ins, outs):
+        ti, to = ins[0].type, outs[0].type
+        float_in = ti in (F16, F32)
+        if ti == to or to in (F16, F32) or (to == I32 and not float_in):
+            # exact copies, integer widening, and rounding-to-nearest float conversions
+            def k(i, o):
+                with np.errstate(all="ignore"):
+                    o[0][...] = i[0]
+            return k
+        if to == Q8:
+            if float_in:
+                def k(i, o):
+                    o[0][...] = _to_int(i[0], 0, 255)
+            else:                      # int32 -> uint8 saturating
+                def k(i, o):
+                    np.clip(i[0], 0, 255, out=o[0], casting="unsafe")
+            return k
+        # float -> int32: truncating cast; the rare NaN / out-of-range values fixed afterwards
+        def k(i, o):
+            x = i[0]
+            with np.errstate(all="ignore"):
+                o[0][...] = x
+                bad = ~(np.abs(x) < np.float32(2.0 ** 31))
+            if bad.any():
+                xb = x[bad]
+                o[0][bad] = np.where(xb > 0, Q.INT32_MAX, np.where(xb < 0, Q.INT32_MIN, 0))
+        return k

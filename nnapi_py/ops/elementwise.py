@@ -1,42 +1,161 @@
-"""Element-wise binary arithmetic with NNAPI broadcasting: ADD, MUL.
+"""Element-wise operations on two (or three) tensors with NNAPI broadcasting.
 
-Shared machinery (Binary) is meant to be reused by SUB, DIV, MAXIMUM, ... : a subclass
-declares its type table and provides float/int/quant kernels.
+ADD, SUB, MUL, DIV (FuseCode activation), POW, MAXIMUM, MINIMUM, the six comparisons
+(EQUAL ... LESS_EQUAL, TENSOR_BOOL8 result), LOGICAL_AND / LOGICAL_OR / LOGICAL_NOT and
+SELECT.
+
+Broadcasting (all binary ops here except SELECT): shapes are aligned on their trailing
+dimensions; two dimensions are compatible when equal or when one of them is 1; a zero
+dimension is only compatible with 0 or 1 and gives 0.  numpy's rule is exactly that.
+
+Quantized kernels.  An 8-bit operand has only 256 possible values, so every quantized
+result here is a function of one or two bytes.  build() evaluates the reference
+arithmetic (fixed-point multipliers from quant.py with the reference rounding, or the
+reference's float requantization) once over the whole input domain -- 256 entries for
+one operand, 256 x 256 for two -- and the kernel is a single table lookup written into the
+output buffer.  The results are bit-identical to evaluating the formula per element.
 """
+import math
+
 import numpy as np
 
 from .. import constants as C
-from ..errors import NNError
 from .base import Op, register, value_error
 from . import quant as Q
 
 F16, F32, I32 = C.TENSOR_FLOAT16, C.TENSOR_FLOAT32, C.TENSOR_INT32
 Q8, Q8S = C.TENSOR_QUANT8_ASYMM, C.TENSOR_QUANT8_ASYMM_SIGNED
+BOOL8 = C.TENSOR_BOOL8
+QUANT8 = (Q8, Q8S)
+FLOATS = (F16, F32)
 
 
+# ---------------------------------------------------------------------------------------
+# helpers shared by the operations of this module (and unary.py)
+# ---------------------------------------------------------------------------------------
 def broadcast_shape(name, a, b, at_runtime=False):
     """NNAPI broadcasting: trailing dims; equal or 1; 0 only with 0 or 1 (gives 0)."""
     try:
         return tuple(np.broadcast_shapes(tuple(a), tuple(b)))
     except ValueError:
-        raise value_error(f"{name}: input shapes {list(a)} and {list(b)} are not broadcast-compatible",
-                          at_runtime) from None
+        raise value_error(f"{name}: input shapes {list(a)} and {list(b)} are not broadcast-compatible "
+                          f"(trailing dimensions must be equal or 1)", at_runtime) from None
 
 
 def check_fuse(sig, idx, int_type=False):
+    """FuseCode scalar at input idx (checked only once its value is known)."""
     f = sig.scalar_value(idx)
     if f is None:
         return
-    if f not in (0, 1, 2, 3):
+    if f not in (C.FUSED_NONE, C.FUSED_RELU, C.FUSED_RELU1, C.FUSED_RELU6):
         sig.fail(f"input {idx} (fused activation) must be a FuseCode 0..3, got {f}")
-    if int_type and f != 0:
-        sig.fail(f"input {idx}: for TENSOR_INT32 the fused activation must be NONE (0), got {f}")
+    if int_type and f != C.FUSED_NONE:
+        sig.fail(f"input {idx} (fused activation) must be FUSED_NONE (0) for TENSOR_INT32, got {f}")
 
 
+def check_present(sig, n=None):
+    """Every input of these operations is required: none may be omitted (NO_VALUE)."""
+    for k, inf in enumerate(sig.ins if n is None else sig.ins[:n]):
+        if inf.omitted:
+            sig.fail(f"input {k} is required but has no value (omitted)")
+
+
+def type_name(t):
+    return C.TYPE_NAMES.get(t, str(t))
+
+
+def domain(t):
+    """All 256 values of an 8-bit type, ordered by their byte pattern (index = byte)."""
+    return np.arange(256, dtype=np.uint16).astype(np.uint8).view(C.DTYPES[t]).astype(np.int64)
+
+
+def as_bytes(a):
+    """The byte pattern of an 8-bit array (a view, no copy): the index into a table."""
+    return a.view(np.uint8)
+
+
+def round_half_away(x):
+    """std::round on a float array: halves go away from zero (exact for float32/64 input)."""
+    x = np.asarray(x, np.float64)
+    return np.copysign(np.floor(np.abs(x) + 0.5), x)
+
+
+def activation_range(fuse, scale, zp, t):
+    """Integer clamp range of a FuseCode in the output's quantized domain.
+
+    As the reference computes it: zp + round(f / scale) with f / scale evaluated in float32
+    and std::round (half away from zero).  (quant.activation_range rounds with Python's
+    round(), half to even, in double precision: see the report to the lead.)
+    """
+    lo, hi = Q.qrange(t)
+
+    def q(v):
+        r = float(np.float32(v) / np.float32(scale))
+        return zp + int(math.copysign(math.floor(abs(r) + 0.5), r))
+
+    if fuse == C.FUSED_RELU:
+        lo = max(lo, q(0.0))
+    elif fuse == C.FUSED_RELU1:
+        lo, hi = max(lo, q(-1.0)), min(hi, q(1.0))
+    elif fuse == C.FUSED_RELU6:
+        lo, hi = max(lo, q(0.0)), min(hi, q(6.0))
+    return lo, hi
+
+
+def dequant_table(inf):
+    """float32 real value of every byte of an 8-bit operand: (q - zp) * scale in float32."""
+    return (domain(inf.type) - inf.zp).astype(np.float32) * np.float32(inf.scale)
+
+
+def requant_table(src, dst):
+    """Byte -> value of dst's type: the reference requantize() (float32 dequantization,
+    double division, clamp, round half away from zero)."""
+    real = dequant_table(src).astype(np.float64)
+    v = real / float(dst.scale) + dst.zp
+    lo, hi = Q.qrange(dst.type)
+    v = np.clip(v, lo, hi)
+    return round_half_away(v).astype(C.DTYPES[dst.type])
+
+
+def is_identity_requant(src, dst):
+    return src.type == dst.type and src.scale == dst.scale and src.zp == dst.zp
+
+
+def take(table, a, out):
+    """out[...] = table[byte of a] (one gather, written into out)."""
+    np.take(table, as_bytes(a), out=out, mode="wrap")
+
+
+def pair_index(a, b):
+    """Index (byte(a) << 8 | byte(b)) of the broadcast pair, for a 256 x 256 table."""
+    ia = np.left_shift(as_bytes(a), 8, dtype=np.uint16)
+    return np.bitwise_or(ia, as_bytes(b), dtype=np.uint16)
+
+
+def fuse_value(name, ins, idx):
+    v = ins[idx].value
+    if v is None:
+        raise value_error(f"{name}: the fused activation (input {idx}) has no value", at_runtime=False)
+    f = int(v)
+    if f not in (0, 1, 2, 3):
+        raise value_error(f"{name}: input {idx} (fused activation) must be a FuseCode 0..3, got {f}",
+                          at_runtime=False)
+    return f
+
+
+def _bool_operand(a):
+    """TENSOR_BOOL8 data as bytes: any non-zero byte is true, as in the reference."""
+    return a.view(np.uint8)
+
+
+# ---------------------------------------------------------------------------------------
+# ADD, SUB, MUL, DIV: two tensors + FuseCode
+# ---------------------------------------------------------------------------------------
 class Binary(Op):
     """Two tensors + FuseCode -> one tensor of input0's type, NNAPI broadcasting."""
     type_levels = {F32: 1, Q8: 1, F16: 3, Q8S: 4, I32: 4}
     allow_zero_sized = True
+    ufunc = None
 
     def validate(self, sig):
         sig.count(3, 1)
@@ -44,42 +163,92 @@ class Binary(Op):
         sig.same_type("input", 1, t)
         sig.types("input", 2, (C.INT32,))
         sig.same_type("output", 0, t)
+        check_present(sig)
         sig.rank_between("input", 0, 1, 4)
         sig.rank_between("input", 1, 1, 4)
         check_fuse(sig, 2, t == I32)
-        self.check_quant(sig, t)
+        if t in QUANT8:
+            self.check_quant(sig)
         level = self.type_levels[t]
         if any(i.dims is not None and 0 in i.dims and i.value is not None for i in sig.ins[:2]):
-            level = max(level, 3)
+            level = max(level, 3)      # zero-sized tensors exist since FL3
         return level
 
-    def check_quant(self, sig, t):
+    def check_quant(self, sig):
         pass
 
     def infer(self, ins):
+        for k in (0, 1):
+            if len(ins[k].dims) > 4:
+                raise value_error(f"{self.name}: input {k} has rank {len(ins[k].dims)}, expected at most 4",
+                                  at_runtime=False)
         return [broadcast_shape(self.name, ins[0].dims, ins[1].dims)]
 
     def build(self, ins, outs):
         t = ins[0].type
-        fuse = int(ins[2].value) if ins[2].value is not None else None
-        if fuse is None:
-            raise NNError(C.BAD_DATA, f"{self.name}: the fused activation must be given")
-        if t in (F32, F16, I32):
+        fuse = fuse_value(self.name, ins, 2)
+        if t == I32:
+            if fuse != C.FUSED_NONE:
+                raise value_error(f"{self.name}: input 2 (fused activation) must be FUSED_NONE (0) for "
+                                  f"TENSOR_INT32, got {fuse}", at_runtime=False)
+            return self.int_kernel()
+        if t in FLOATS:
             return self.float_kernel(fuse)
-        return self.quant_kernel(ins[0], ins[1], outs[0], fuse)
+        return self.table_kernel(self.quant_table(ins[0], ins[1], outs[0], fuse))
 
     def float_kernel(self, fuse):
+        # inf - inf, overflow, x / 0 give NaN / inf as in C: numpy's warnings are silenced
         ufunc = self.ufunc
         if fuse == C.FUSED_NONE:
             def k(i, o):
-                ufunc(i[0], i[1], out=o[0])
+                with np.errstate(all="ignore"):
+                    ufunc(i[0], i[1], out=o[0])
         else:
             act = Q.apply_float_activation
 
             def k(i, o):
-                ufunc(i[0], i[1], out=o[0])
+                with np.errstate(all="ignore"):
+                    ufunc(i[0], i[1], out=o[0])
                 act(o[0], fuse)
         return k
+
+    def int_kernel(self):
+        ufunc = self.ufunc
+
+        def k(i, o):
+            ufunc(i[0], i[1], out=o[0])      # two's complement wrap-around, like int32 in C
+        return k
+
+    @staticmethod
+    def table_kernel(table):
+        def k(i, o):
+            np.take(table, pair_index(i[0], i[1]), out=o[0], mode="wrap")
+        return k
+
+    def quant_table(self, a, b, out, fuse):
+        raise NotImplementedError
+
+
+def _add_sub_table(a, b, out, fuse, negate_second):
+    """256 x 256 table of the reference quantized ADD (SUB: second multiplier negated).
+
+    Both inputs are moved to a common scale 2 * max(scale_a, scale_b) with 20 bits of
+    headroom, added, and rescaled to the output scale; the fused activation clamps in the
+    output's quantized domain.
+    """
+    left_shift = 20
+    twice_max = 2.0 * max(a.scale, b.scale)
+    m1 = Q.Requant(a.scale / twice_max)
+    m2 = Q.Requant(b.scale / twice_max)
+    mo = Q.Requant(twice_max / ((1 << left_shift) * out.scale))
+    if negate_second:
+        m2.q = -m2.q
+    s1 = m1((domain(a.type) - a.zp) << left_shift)
+    s2 = m2((domain(b.type) - b.zp) << left_shift)
+    raw = s1[:, None] + s2[None, :]
+    acc = mo(raw.ravel()) + out.zp
+    lo, hi = activation_range(fuse, out.scale, out.zp, out.type)
+    return np.clip(acc, lo, hi).astype(C.DTYPES[out.type])
 
 
 @register
@@ -87,23 +256,18 @@ class Add(Binary):
     name = "ADD"
     ufunc = staticmethod(np.add)
 
-    def quant_kernel(self, a, b, out, fuse):
-        # reference: both inputs rescaled to a common 2*max(scale) domain with 20 bits of
-        # headroom, summed, then rescaled to the output scale
-        left_shift = 20
-        twice_max = 2.0 * max(a.scale, b.scale)
-        m1 = Q.Requant(a.scale / twice_max)
-        m2 = Q.Requant(b.scale / twice_max)
-        mo = Q.Requant(twice_max / ((1 << left_shift) * out.scale))
-        za, zb, zo = a.zp, b.zp, out.zp
-        lo, hi = Q.activation_range(fuse, out.scale, out.zp, out.type)
+    def quant_table(self, a, b, out, fuse):
+        return _add_sub_table(a, b, out, fuse, negate_second=False)
 
-        def k(i, o):
-            x = (i[0].astype(np.int64) - za) << left_shift
-            y = (i[1].astype(np.int64) - zb) << left_shift
-            acc = mo(m1(x) + m2(y)) + zo
-            Q.store(o[0], acc, lo, hi)
-        return k
+
+@register
+class Sub(Binary):
+    name = "SUB"
+    ufunc = staticmethod(np.subtract)
+    type_levels = {F32: 2, F16: 3, Q8: 3, Q8S: 4, I32: 4}
+
+    def quant_table(self, a, b, out, fuse):
+        return _add_sub_table(a, b, out, fuse, negate_second=True)
 
 
 @register
@@ -111,19 +275,271 @@ class Mul(Binary):
     name = "MUL"
     ufunc = staticmethod(np.multiply)
 
-    def check_quant(self, sig, t):
-        if t in (Q8, Q8S):
-            a, b, o = sig.ins[0], sig.ins[1], sig.outs[0]
-            if not o.scale > a.scale * b.scale:
-                sig.fail(f"output scale {o.scale} must be greater than input0 scale × input1 scale "
-                         f"({a.scale} × {b.scale})")
+    def check_quant(self, sig):
+        a, b, o = sig.ins[0], sig.ins[1], sig.outs[0]
+        prod = np.float32(a.scale) * np.float32(b.scale)
+        if not np.float32(o.scale) > prod:
+            sig.fail(f"output 0 scale {o.scale} must be greater than input 0 scale x input 1 scale "
+                     f"({a.scale} x {b.scale} = {float(prod)})")
 
-    def quant_kernel(self, a, b, out, fuse):
-        m = Q.Requant(a.scale * b.scale / out.scale)
-        za, zb, zo = a.zp, b.zp, out.zp
-        lo, hi = Q.activation_range(fuse, out.scale, out.zp, out.type)
+    def quant_table(self, a, b, out, fuse):
+        # the reference forms the input product scale in float32, the ratio in double
+        prod = float(np.float32(a.scale) * np.float32(b.scale))
+        m = Q.Requant(prod / out.scale)
+        va = domain(a.type) - a.zp
+        vb = domain(b.type) - b.zp
+        acc = m((va[:, None] * vb[None, :]).ravel()) + out.zp
+        lo, hi = activation_range(fuse, out.scale, out.zp, out.type)
+        return np.clip(acc, lo, hi).astype(C.DTYPES[out.type])
+
+
+@register
+class Div(Binary):
+    name = "DIV"
+    type_levels = {F32: 2, F16: 3, I32: 4}
+
+    ufunc = staticmethod(np.divide)
+
+    def int_kernel(self):
+        def k(i, o):
+            # floor division ("//"); division by zero gives 0 (the reference's choice)
+            with np.errstate(all="ignore"):
+                np.floor_divide(i[0], i[1], out=o[0])
+        return k
+
+
+# ---------------------------------------------------------------------------------------
+# POW, MAXIMUM, MINIMUM: two tensors, broadcasting, no activation
+# ---------------------------------------------------------------------------------------
+class Pairwise(Op):
+    """Two tensors of one type -> one tensor of that type (or BOOL8), broadcasting."""
+    type_levels = {}
+    out_type = None            # None: same as input 0
+
+    def validate(self, sig):
+        sig.count(2, 1)
+        t = sig.types("input", 0, self.type_levels)
+        sig.same_type("input", 1, t)
+        if self.out_type is None:
+            sig.same_type("output", 0, t)
+        else:
+            sig.types("output", 0, (self.out_type,))
+        check_present(sig)
+        return self.type_levels[t]
+
+    def infer(self, ins):
+        return [broadcast_shape(self.name, ins[0].dims, ins[1].dims)]
+
+
+@register
+class Pow(Pairwise):
+    name = "POW"
+    type_levels = {F32: 3, F16: 3}
+
+    def build(self, ins, outs):
+        def k(i, o):
+            with np.errstate(all="ignore"):
+                np.power(i[0], i[1], out=o[0])
+        return k
+
+
+class MaxMin(Pairwise):
+    type_levels = {F32: 3, F16: 3, I32: 3, Q8: 3, Q8S: 4}
+    is_max = True
+
+    def build(self, ins, outs):
+        t = ins[0].type
+        pick = np.maximum if self.is_max else np.minimum
+        if t == I32:
+            def k(i, o):
+                pick(i[0], i[1], out=o[0])
+            return k
+        if t in FLOATS:
+            if self.is_max:
+                # std::max(a, b) = a < b ? b : a  (a NaN in b is ignored, a NaN in a is kept)
+                def k(i, o):
+                    a, b = i[0], i[1]
+                    np.copyto(o[0], a)
+                    np.copyto(o[0], b, where=np.less(a, b))
+            else:
+                # std::min(a, b) = b < a ? b : a
+                def k(i, o):
+                    a, b = i[0], i[1]
+                    np.copyto(o[0], a)
+                    np.copyto(o[0], b, where=np.less(b, a))
+            return k
+        # quantized: both inputs requantized to the output's parameters, then compared
+        ta, tb = requant_table(ins[0], outs[0]), requant_table(ins[1], outs[0])
+        table = pick(ta[:, None], tb[None, :]).ravel()
+        return Binary.table_kernel(table)
+
+
+@register
+class Maximum(MaxMin):
+    name = "MAXIMUM"
+    is_max = True
+
+
+@register
+class Minimum(MaxMin):
+    name = "MINIMUM"
+    is_max = False
+
+
+# ---------------------------------------------------------------------------------------
+# comparisons: two tensors -> TENSOR_BOOL8
+# ---------------------------------------------------------------------------------------
+class Compare(Pairwise):
+    type_levels = {BOOL8: 3, F16: 3, F32: 3, I32: 3, Q8: 3, Q8S: 4}
+    out_type = BOOL8
+    ufunc = None
+
+    def build(self, ins, outs):
+        t = ins[0].type
+        f = self.ufunc
+        if t == BOOL8:
+            def k(i, o):
+                f(_bool_operand(i[0]), _bool_operand(i[1]), out=o[0])
+            return k
+        if t in QUANT8:
+            # the reference compares the dequantized float32 values
+            da, db = dequant_table(ins[0]), dequant_table(ins[1])
+            table = f(da[:, None], db[None, :]).ravel()
+            return Binary.table_kernel(table)
 
         def k(i, o):
-            acc = m((i[0].astype(np.int64) - za) * (i[1].astype(np.int64) - zb)) + zo
-            Q.store(o[0], acc, lo, hi)
+            f(i[0], i[1], out=o[0])
+        return k
+
+
+@register
+class Equal(Compare):
+    name = "EQUAL"
+    ufunc = staticmethod(np.equal)
+
+
+@register
+class NotEqual(Compare):
+    name = "NOT_EQUAL"
+    ufunc = staticmethod(np.not_equal)
+
+
+@register
+class Greater(Compare):
+    name = "GREATER"
+    ufunc = staticmethod(np.greater)
+
+
+@register
+class GreaterEqual(Compare):
+    name = "GREATER_EQUAL"
+    ufunc = staticmethod(np.greater_equal)
+
+
+@register
+class Less(Compare):
+    name = "LESS"
+    ufunc = staticmethod(np.less)
+
+
+@register
+class LessEqual(Compare):
+    name = "LESS_EQUAL"
+    ufunc = staticmethod(np.less_equal)
+
+
+# ---------------------------------------------------------------------------------------
+# logical operations on TENSOR_BOOL8
+# ---------------------------------------------------------------------------------------
+class LogicalBinary(Pairwise):
+    type_levels = {BOOL8: 3}
+    out_type = BOOL8
+    ufunc = None
+
+    def build(self, ins, outs):
+        f = self.ufunc
+
+        def k(i, o):
+            f(_bool_operand(i[0]), _bool_operand(i[1]), out=o[0])
+        return k
+
+
+@register
+class LogicalAnd(LogicalBinary):
+    name = "LOGICAL_AND"
+    ufunc = staticmethod(np.logical_and)
+
+
+@register
+class LogicalOr(LogicalBinary):
+    name = "LOGICAL_OR"
+    ufunc = staticmethod(np.logical_or)
+
+
+@register
+class LogicalNot(Op):
+    name = "LOGICAL_NOT"
+
+    def validate(self, sig):
+        sig.count(1, 1)
+        sig.types("input", 0, (BOOL8,))
+        sig.types("output", 0, (BOOL8,))
+        check_present(sig)
+        return 3
+
+    def infer(self, ins):
+        return [ins[0].dims]
+
+    def build(self, ins, outs):
+        def k(i, o):
+            np.equal(_bool_operand(i[0]), 0, out=o[0])
+        return k
+
+
+# ---------------------------------------------------------------------------------------
+# SELECT: condition ? input1 : input2, all of one shape
+# ---------------------------------------------------------------------------------------
+@register
+class Select(Op):
+    name = "SELECT"
+    type_levels = {F16: 3, F32: 3, I32: 3, Q8: 3, Q8S: 4}
+
+    def validate(self, sig):
+        sig.count(3, 1)
+        sig.types("input", 0, (BOOL8,))
+        t = sig.types("input", 1, self.type_levels)
+        if sig.ins[2].type != t:
+            sig.fail(f"input 2 has type {type_name(sig.ins[2].type)}, expected {type_name(t)} (same as input 1)")
+        if sig.outs[0].type != t:
+            sig.fail(f"output 0 has type {type_name(sig.outs[0].type)}, expected {type_name(t)} (same as input 1)")
+        check_present(sig)
+        return self.type_levels[t]
+
+    def infer(self, ins):
+        c, a, b = (tuple(x.dims) for x in ins)
+        if c != a:
+            raise value_error(f"SELECT: input 0 (condition) has shape {list(c)} but input 1 has shape "
+                              f"{list(a)}; they must be equal (no broadcasting)", at_runtime=False)
+        if b != a:
+            raise value_error(f"SELECT: input 2 has shape {list(b)} but input 1 has shape {list(a)}; "
+                              f"they must be equal", at_runtime=False)
+        return [a]
+
+    def build(self, ins, outs):
+        t = ins[1].type
+        ta = tb = None
+        if t in QUANT8:
+            if not is_identity_requant(ins[1], outs[0]):
+                ta = requant_table(ins[1], outs[0])
+            if not is_identity_requant(ins[2], outs[0]):
+                tb = requant_table(ins[2], outs[0])
+
+        def k(i, o):
+            out = o[0]
+            if tb is None:
+                np.copyto(out, i[2])
+            else:
+                take(tb, i[2], out)
+            x = i[1] if ta is None else np.take(ta, as_bytes(i[1]), mode="wrap")
+            np.copyto(out, x, where=i[0])     # a non-zero BOOL8 byte selects input 1
         return k

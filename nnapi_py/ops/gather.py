@@ -1,1 +1,188 @@
-"""(not yet written)"""
+"""Index lookups: GATHER, EMBEDDING_LOOKUP, HASHTABLE_LOOKUP.
+
+Out-of-range indices are a value error: BAD_DATA when the indices are constants (found at
+Model_finish or compilation), OP_FAILED when they arrive with an execution.
+HASHTABLE_LOOKUP finds each lookup value in the ascending Keys with a binary search; a
+miss yields a slice of zero bytes and a 0 in Hits (QUANT8_ASYMM, scale 1, zeroPoint 0).
+"""
+import numpy as np
+
+from .. import constants as C
+from .base import Op, register, value_error
+from .reduce import (check_type, check_same_type, check_same_quant, check_rank, resolve_axis,
+                     check_present, require_present)
+
+F16, F32, I32 = C.TENSOR_FLOAT16, C.TENSOR_FLOAT32, C.TENSOR_INT32
+Q8, Q8S = C.TENSOR_QUANT8_ASYMM, C.TENSOR_QUANT8_ASYMM_SIGNED
+
+
+def check_indices(name, what, idx, size, at_runtime):
+    """All values of idx in [0, size); value error naming the first offender."""
+    if idx.size == 0 or (idx.min() >= 0 and idx.max() < size):
+        return
+    bad = (idx < 0) | (idx >= size)
+    v = int(idx.reshape(-1)[np.argmax(bad.reshape(-1))])
+    raise value_error(f"{name}: {what} value {v} is out of range [0, {size})", at_runtime)
+
+
+def constant_indices_ok(sig, idx_pos, what, size):
+    """At Model_finish: constant indices checked against a known dimension."""
+    v = sig.ins[idx_pos].value
+    if v is None or not size:
+        return
+    v = np.asarray(v)
+    if v.size and (v.min() < 0 or v.max() >= size):
+        bad = v.reshape(-1)[np.argmax(((v < 0) | (v >= size)).reshape(-1))]
+        sig.fail(f"input {idx_pos} ({what}) value {int(bad)} is out of range [0, {size})")
+
+
+@register
+class Gather(Op):
+    name = "GATHER"
+    type_levels = {F16: 3, F32: 3, I32: 3, Q8: 3, Q8S: 4}
+
+    roles = ("input", "axis", "indices")
+
+    def validate(self, sig):
+        sig.count(3, 1)
+        check_present(sig, self.roles)
+        t = check_type(sig, "input", 0, self.type_levels, "input")
+        check_type(sig, "input", 1, (C.INT32,), "axis")
+        check_type(sig, "input", 2, (I32,), "indices")
+        check_same_type(sig, 0, 0)
+        check_rank(sig, "input", 0, 1, None, "input")
+        check_same_quant(sig, 0, 0)
+        axis, d = sig.scalar_value(1), sig.ins[0].dims
+        if axis is not None and d is not None:
+            r = len(d)
+            if not -r <= axis < r:
+                sig.fail(f"input 1 (axis) {axis} is out of range [{-r}, {r}) for input 0 of rank {r}")
+            constant_indices_ok(sig, 2, "indices", d[axis + r if axis < 0 else axis])
+        return self.type_levels[t]
+
+    def infer(self, ins):
+        require_present(self.name, ins, self.roles)
+        dims = tuple(ins[0].dims)
+        axis = resolve_axis(self.name, ins[1].value, len(dims))
+        return [dims[:axis] + tuple(ins[2].dims) + dims[axis + 1:]]
+
+    def build(self, ins, outs):
+        dims = tuple(ins[0].dims)
+        axis = resolve_axis(self.name, ins[1].value, len(dims))
+        size = dims[axis]
+        if ins[2].value is not None:     # constant indices: BAD_DATA at compilation
+            check_indices(self.name, "indices", np.asarray(ins[2].value), size, at_runtime=False)
+        name = self.name
+
+        def k(i, o):
+            idx = i[2]
+            check_indices(name, "indices", idx, size, at_runtime=True)
+            np.take(i[0], idx, axis=axis, out=o[0], mode="clip")
+        return k
+
+
+@register
+class EmbeddingLookup(Op):
+    name = "EMBEDDING_LOOKUP"
+    type_levels = {F32: 1, I32: 3, Q8: 3, F16: 4, Q8S: 4}
+
+    roles = ("lookups", "values")
+
+    def validate(self, sig):
+        sig.count(2, 1)
+        check_present(sig, self.roles)
+        check_type(sig, "input", 0, (I32,), "lookups")
+        t = check_type(sig, "input", 1, self.type_levels, "values")
+        check_same_type(sig, 0, 1)
+        check_rank(sig, "input", 0, 1, 1, "lookups")
+        check_rank(sig, "input", 1, 2, None, "values")
+        check_same_quant(sig, 0, 1)
+        d = sig.ins[1].dims
+        if d:
+            constant_indices_ok(sig, 0, "lookups", d[0])
+        return self.type_levels[t]
+
+    def infer(self, ins):
+        require_present(self.name, ins, self.roles)
+        return [tuple(ins[0].dims[:1]) + tuple(ins[1].dims[1:])]
+
+    def build(self, ins, outs):
+        rows = ins[1].dims[0]
+        if ins[0].value is not None:
+            check_indices(self.name, "lookups", np.asarray(ins[0].value), rows, at_runtime=False)
+        name = self.name
+
+        def k(i, o):
+            look = i[0]
+            check_indices(name, "lookups", look, rows, at_runtime=True)
+            np.take(i[1], look, axis=0, out=o[0], mode="clip")
+        return k
+
+
+@register
+class HashtableLookup(Op):
+    name = "HASHTABLE_LOOKUP"
+    type_levels = {F32: 1, I32: 1, Q8: 1}
+
+    roles = ("lookups", "keys", "values")
+
+    def validate(self, sig):
+        sig.count(3, 2)
+        check_present(sig, self.roles)
+        check_type(sig, "input", 0, (I32,), "lookups")
+        check_type(sig, "input", 1, (I32,), "keys")
+        t = check_type(sig, "input", 2, self.type_levels, "values")
+        check_same_type(sig, 0, 2)
+        check_type(sig, "output", 1, (Q8,), "hits")
+        check_rank(sig, "input", 0, 1, 1, "lookups")
+        check_rank(sig, "input", 1, 1, 1, "keys")
+        check_rank(sig, "input", 2, 2, None, "values")
+        check_same_quant(sig, 0, 2)
+        h = sig.outs[1]
+        if h.scale != 1.0 or h.zp != 0:
+            sig.fail(f"output 1 (hits) must have scale 1.0 and zeroPoint 0, got {h.scale} and {h.zp}")
+        kd, vd = sig.ins[1].dims, sig.ins[2].dims
+        if kd and vd and kd[0] and vd[0] and kd[0] != vd[0]:
+            sig.fail(f"input 1 (keys) has {kd[0]} entries but input 2 (values) has {vd[0]} rows")
+        keys = sig.ins[1].value
+        if keys is not None and not _sorted(np.asarray(keys)):
+            sig.fail("input 1 (keys) must be sorted in ascending order")
+        return self.type_levels[t]
+
+    def infer(self, ins):
+        require_present(self.name, ins, self.roles)
+        n, rows = ins[1].dims[0], ins[2].dims[0]
+        if n != rows:
+            raise value_error(f"{self.name}: input 1 (keys) has {n} entries but input 2 (values) has {rows} rows",
+                              at_runtime=False)
+        k = ins[0].dims[0]
+        return [(k,) + tuple(ins[2].dims[1:]), (k,)]
+
+    def build(self, ins, outs):
+        n = ins[1].dims[0]
+        if ins[1].value is not None and not _sorted(np.asarray(ins[1].value)):
+            raise value_error(f"{self.name}: input 1 (keys) must be sorted in ascending order", at_runtime=False)
+        name = self.name
+
+        def k(i, o):
+            look, keys = i[0], i[1]
+            out, hits = o[0], o[1]
+            if n == 0:
+                out.fill(0)
+                hits.fill(0)
+                return
+            if not _sorted(keys):
+                raise value_error(f"{name}: input 1 (keys) must be sorted in ascending order", at_runtime=True)
+            pos = np.searchsorted(keys, look)
+            np.minimum(pos, n - 1, out=pos)
+            hit = keys[pos] == look
+            np.take(i[2], pos, axis=0, out=out, mode="clip")
+            miss = ~hit
+            if miss.any():
+                out[miss] = 0
+            hits[...] = hit
+        return k
+
+
+def _sorted(keys):
+    return keys.size < 2 or not bool(np.any(keys[1:] < keys[:-1]))

@@ -1,1 +1,324 @@
-"""(not yet written)"""
+"""2-D pooling: AVERAGE_POOL_2D, L2_POOL_2D, MAX_POOL_2D.
+
+Inputs: explicit padding (10 or 11 inputs) or implicit SAME/VALID padding (7 or 8), the
+optional trailing BOOL selecting NCHW.  The reference semantics (TFLite kernels):
+
+* windows are clipped to the input: padded cells never take part, AVERAGE and L2 divide by
+  the number of *valid* cells of each window;
+* quantized AVERAGE sums the raw quantized values in int32 and divides by the count,
+  rounding half away from zero; MAX takes the raw maximum; the output keeps the input's
+  scale and zeroPoint, then the fused activation clamps in the quantized domain;
+* float16 is computed in float32 (MAX exactly in float16) and rounded once.
+
+Reductions are separable: a window reduction is a reduction along W followed by one along
+H.  Each pass is a short loop over the filter taps (never over pixels) applying one
+vectorised ufunc to a strided slice of the whole tensor; a tap's slice is clipped to the
+output positions whose input cell is inside the image, which implements padding without
+materialising a padded copy.  A pool with a single output position (global pooling, e.g.
+MobileNet's 7x7 average pool) is one reduction of the valid window.
+"""
+import numpy as np
+
+from .. import constants as C
+from .base import Op, register, value_error
+from .elementwise import check_fuse
+from .padding import implicit_padding, out_size
+from . import quant as Q
+from .spatial import check_layout, check_rank4, check_scalar_type, nchw_flag, scalar_of, zero_sized_const_level
+
+F16, F32 = C.TENSOR_FLOAT16, C.TENSOR_FLOAT32
+Q8, Q8S = C.TENSOR_QUANT8_ASYMM, C.TENSOR_QUANT8_ASYMM_SIGNED
+
+EXPLICIT_NAMES = ("padding_left", "padding_right", "padding_top", "padding_bottom",
+                  "stride_width", "stride_height", "filter_width", "filter_height", "fused activation")
+IMPLICIT_NAMES = ("padding scheme", "stride_width", "stride_height", "filter_width", "filter_height",
+                  "fused activation")
+
+
+class PoolParams:
+    __slots__ = ("pl", "pr", "pt", "pb", "sw", "sh", "fw", "fh", "fuse", "nchw")
+
+
+EXPLICIT_INDEX = {"pl": 1, "pr": 2, "pt": 3, "pb": 4, "sw": 5, "sh": 6, "fw": 7, "fh": 8}
+IMPLICIT_INDEX = {"sw": 2, "sh": 3, "fw": 4, "fh": 5}
+LONG = {"pl": "padding_left", "pr": "padding_right", "pt": "padding_top", "pb": "padding_bottom",
+        "sw": "stride_width", "sh": "stride_height", "fw": "filter_width", "fh": "filter_height"}
+
+
+def _check_ranges(fail, p, explicit, implicit_pads=False):
+    """Parameter ranges (reference prepare()); fail(msg) raises.  implicit_pads: the
+    paddings were computed from a PaddingCode (named as such in messages)."""
+    index = EXPLICIT_INDEX if explicit else IMPLICIT_INDEX
+
+    def name(k):
+        if k in index:
+            return f"input {index[k]} ({LONG[k]})"
+        return f"computed {LONG[k]}" if implicit_pads else LONG[k]
+    if explicit:
+        for k in ("pl", "pr", "pt", "pb"):
+            v = getattr(p, k)
+            if v is not None and v < 0:
+                fail(f"{name(k)} must be >= 0, got {v}")
+    for k in ("sw", "sh", "fw", "fh"):
+        v = getattr(p, k)
+        if v is not None and v <= 0:
+            fail(f"{name(k)} must be > 0, got {v}")
+    if explicit or implicit_pads:
+        for pk, fk in (("pl", "fw"), ("pr", "fw"), ("pt", "fh"), ("pb", "fh")):
+            pad, f = getattr(p, pk), getattr(p, fk)
+            if pad is not None and f is not None and f > 0 and pad >= f:
+                fail(f"{name(pk)} ({pad}) must be smaller than {name(fk)} ({f}): "
+                     f"a window would cover only padding")
+
+
+def _raw_params(ins):
+    """PoolParams from the scalar inputs (values may be None in validate); padding scheme."""
+    n = len(ins)
+    p = PoolParams()
+    v = [scalar_of(i) for i in ins[1:]]
+    if n >= 10:
+        p.pl, p.pr, p.pt, p.pb, p.sw, p.sh, p.fw, p.fh, p.fuse = v[:9]
+        scheme = None
+    else:
+        scheme, p.sw, p.sh, p.fw, p.fh, p.fuse = v[:6]
+        p.pl = p.pr = p.pt = p.pb = None
+    p.nchw = nchw_flag(ins, n - 1) if n in (8, 11) else False
+    return p, scheme
+
+
+class Pool2D(Op):
+    type_levels = {F32: 1, Q8: 1, F16: 3, Q8S: 4}
+    allow_zero_sized = True
+
+    # ---- validation ------------------------------------------------------------------------
+    def validate(self, sig):
+        sig.count((7, 8, 10, 11), 1)
+        n = len(sig.ins)
+        t = sig.types("input", 0, self.type_levels)
+        level = self.type_levels[t]
+        explicit = n >= 10
+        names = EXPLICIT_NAMES if explicit else IMPLICIT_NAMES
+        for k, nm in enumerate(names, start=1):
+            check_scalar_type(sig, k, C.INT32, nm)
+        if n in (8, 11):
+            level = check_layout(sig, n - 1, level)
+        sig.same_type("output", 0, t)
+        check_rank4(sig, "input", 0)
+        check_rank4(sig, "output", 0)
+        sig.same_quant("output", 0, sig.ins[0])
+        p, scheme = _raw_params(sig.ins)
+        if not explicit and scheme is not None and scheme not in (C.PADDING_SAME, C.PADDING_VALID):
+            sig.fail(f"input 1 (padding scheme) must be a PaddingCode (1 = SAME, 2 = VALID), got {scheme}")
+        check_fuse(sig, 9 if explicit else 6)
+        _check_ranges(sig.fail, p, explicit)
+        return zero_sized_const_level(sig, level)
+
+    # ---- shapes ----------------------------------------------------------------------------
+    def params(self, ins):
+        """Complete parameters (implicit padding resolved) and the NHWC geometry."""
+        p, scheme = _raw_params(ins)
+        explicit = len(ins) >= 10
+
+        def fail(m):
+            raise value_error(f"{self.name}: {m}", False)
+        for nm in (("pl", "pr", "pt", "pb") if explicit else ()) + ("sw", "sh", "fw", "fh", "fuse"):
+            if getattr(p, nm) is None:
+                fail("all scalar parameters must have values")
+        if p.fuse not in (0, 1, 2, 3):
+            fail(f"fused activation must be a FuseCode 0..3, got {p.fuse}")
+        d = ins[0].dims
+        if d is None or len(d) != 4:
+            fail(f"input 0 must be a 4-D tensor, got dimensions {d}")
+        n, h, w, c = (d[0], d[2], d[3], d[1]) if p.nchw else d
+        if not explicit:
+            if scheme not in (C.PADDING_SAME, C.PADDING_VALID):
+                fail(f"padding scheme must be a PaddingCode (1 = SAME, 2 = VALID), got {scheme}")
+            _check_ranges(fail, p, False)
+            p.pl, p.pr = implicit_padding(scheme, w, p.sw, p.fw)
+            p.pt, p.pb = implicit_padding(scheme, h, p.sh, p.fh)
+            _check_ranges(fail, p, False, implicit_pads=True)
+        else:
+            _check_ranges(fail, p, True)
+        if h == 0 or w == 0:
+            fail(f"input height and width must be non-zero (only zero batches are supported), got {list(d)}")
+        oh = out_size(h, p.fh, p.sh, p.pt, p.pb)
+        ow = out_size(w, p.fw, p.sw, p.pl, p.pr)
+        if oh <= 0 or ow <= 0:
+            fail(f"the {p.fh}x{p.fw} filter does not fit the padded {h}x{w} input "
+                 f"(output would be {oh}x{ow})")
+        return p, (n, h, w, c), (oh, ow)
+
+    def infer(self, ins):
+        p, (n, h, w, c), (oh, ow) = self.params(ins)
+        return [(n, c, oh, ow) if p.nchw else (n, oh, ow, c)]
+
+    # ---- kernels ---------------------------------------------------------------------------
+    def build(self, ins, outs):
+        p, (n, h, w, c), (oh, ow) = self.params(ins)
+        geo = _Geometry(p, h, w, oh, ow)
+        t = ins[0].type
+        nchw = p.nchw
+        if t in (Q8, Q8S):
+            lo, hi = Q.activation_range(p.fuse, outs[0].scale, outs[0].zp, t)
+        else:
+            lo = hi = None
+        core = self.make(geo, t, p.fuse, lo, hi)
+
+        def kernel(i, o):
+            x, y = i[0], o[0]
+            if nchw:
+                x, y = x.transpose(0, 2, 3, 1), y.transpose(0, 2, 3, 1)
+            core(x, y)
+        return kernel
+
+
+class _Geometry:
+    """Per-axis tap tables: for tap k, the output range [o0, o1) whose input index
+    o * stride + k - pad_before lies inside the image, and that range's first input index."""
+
+    def __init__(self, p, h, w, oh, ow):
+        self.h, self.w, self.oh, self.ow = h, w, oh, ow
+        self.rows = self._taps(h, oh, p.fh, p.sh, p.pt)
+        self.cols = self._taps(w, ow, p.fw, p.sw, p.pl)
+        self.sh, self.sw = p.sh, p.sw
+        # single output position: the valid window of the input
+        self.single = oh == 1 and ow == 1
+        self.win = (slice(max(0, -p.pt), min(h, p.fh - p.pt)), slice(max(0, -p.pl), min(w, p.fw - p.pl)))
+        # window cell counts (valid cells only), shape (oh, ow, 1)
+        ch = np.zeros(oh, np.int64)
+        for o0, o1, _ in self.rows:
+            ch[o0:o1] += 1
+        cw = np.zeros(ow, np.int64)
+        for o0, o1, _ in self.cols:
+            cw[o0:o1] += 1
+        self.count = (ch[:, None] * cw[None, :])[:, :, None]
+
+    @staticmethod
+    def _taps(size, out, k, s, pad):
+        taps = []
+        for t in range(k):
+            o0 = max(0, -((t - pad) // s))             # ceil((pad - t) / s)
+            o1 = min(out, (size - 1 - t + pad) // s + 1)
+            if o1 > o0:
+                taps.append((o0, o1, o0 * s + t - pad))
+        return taps
+
+    @staticmethod
+    def _apply(dst, src, taps, axis, stride, ufunc, init):
+        """dst[o] = ufunc-reduce over taps of src[o * stride + tap - pad] along axis (1 or 2).
+        A tap covering every output position initialises dst by a copy; else dst is filled."""
+        out = dst.shape[axis]
+
+        def sl(a, lo, hi, step=1):
+            return a[:, lo:hi:step] if axis == 1 else a[:, :, lo:hi:step]
+        first = next((k for k, (o0, o1, _) in enumerate(taps) if o0 == 0 and o1 == out), None)
+        if first is None:
+            dst.fill(init)
+        else:
+            i0 = taps[first][2]
+            np.copyto(dst, sl(src, i0, i0 + (out - 1) * stride + 1, stride), casting="unsafe")
+        for k, (o0, o1, i0) in enumerate(taps):
+            if k == first:
+                continue
+            seg = sl(dst, o0, o1)
+            ufunc(seg, sl(src, i0, i0 + (o1 - o0 - 1) * stride + 1, stride), out=seg)
+
+    def reduce(self, x, ufunc, init, acc_dtype, out=None):
+        """ufunc-reduce every window of the NHWC array x; returns (N, OH, OW, C) (in out when
+        given: it may be the caller's buffer or a transposed view of it)."""
+        n, c = x.shape[0], x.shape[3]
+        if self.single:
+            r = ufunc.reduce(x[:, self.win[0], self.win[1], :], axis=(1, 2), dtype=acc_dtype, keepdims=True)
+            if out is not None:
+                out[...] = r
+                return out
+            return r
+        a = np.empty((n, self.h, self.ow, c), acc_dtype)          # pass 1: along W
+        self._apply(a, x, self.cols, 2, self.sw, ufunc, init)
+        b = out if out is not None and out.dtype == acc_dtype else np.empty((n, self.oh, self.ow, c), acc_dtype)
+        self._apply(b, a, self.rows, 1, self.sh, ufunc, init)    # pass 2: along H
+        if out is not None and b is not out:
+            out[...] = b
+            return out
+        return b
+
+
+@register
+class AveragePool2D(Pool2D):
+    name = "AVERAGE_POOL_2D"
+
+    def make(self, geo, t, fuse, lo, hi):
+        if t in (Q8, Q8S):
+            # integer sums accumulated in float (exact: |sum| + count/2 < 2**24 in float32),
+            # then (|sum| + count//2) // count with the sign of the sum: half away from zero.
+            # The float division is exact enough for the floor (numerator < 2**24 resp. 2**53).
+            acc = np.float32 if int(geo.count.max()) < 65000 else np.float64
+            cnt = geo.count.astype(acc)
+            half = (geo.count // 2).astype(acc)
+            signed = t == Q8S
+
+            def core(x, y):
+                s = geo.reduce(x, np.add, 0, acc)
+                r = np.abs(s) if signed else s
+                r += half
+                r /= cnt
+                np.floor(r, out=r)
+                if signed:
+                    np.copysign(r, s, out=r)
+                np.clip(r, lo, hi, out=r)
+                y[...] = r
+            return core
+        cnt = geo.count.astype(np.float32)
+        if t == F32:
+            def core(x, y):
+                s = geo.reduce(x, np.add, 0, np.float32)
+                np.divide(s, cnt, out=y)
+                Q.apply_float_activation(y, fuse)
+            return core
+
+        def core(x, y):                                  # float16: in float32, rounded once
+            s = geo.reduce(x.astype(np.float32), np.add, 0, np.float32)
+            s /= cnt
+            Q.apply_float_activation(s, fuse)
+            y[...] = s
+        return core
+
+
+@register
+class L2Pool2D(Pool2D):
+    name = "L2_POOL_2D"
+    type_levels = {F32: 1, F16: 3}
+
+    def make(self, geo, t, fuse, lo, hi):
+        cnt = geo.count.astype(np.float32)
+
+        def core(x, y):
+            x = x.astype(np.float32)
+            np.multiply(x, x, out=x)
+            s = geo.reduce(x, np.add, 0, np.float32)
+            s /= cnt
+            np.sqrt(s, out=s)
+            Q.apply_float_activation(s, fuse)
+            y[...] = s
+        return core
+
+
+@register
+class MaxPool2D(Pool2D):
+    name = "MAX_POOL_2D"
+
+    def make(self, geo, t, fuse, lo, hi):
+        if t in (Q8, Q8S):
+            dt = C.DTYPES[t]
+            init = np.iinfo(dt).min
+
+            def core(x, y):
+                geo.reduce(x, np.maximum, init, dt, out=y)
+                np.clip(y, lo, hi, out=y)
+            return core
+        dt = C.DTYPES[t]
+
+        def core(x, y):                                  # exact in float16 as well
+            geo.reduce(x, np.maximum, -np.inf, dt, out=y)
+            Q.apply_float_activation(y, fuse)
+        return core

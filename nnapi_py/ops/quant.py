@@ -25,7 +25,7 @@ def quantize_multiplier(real):
     if real == 0.0:
         return 0, 0
     m, e = math.frexp(real)            # real = m * 2**e, m in [0.5, 1)
-    q = int(round(m * (1 << 31)))
+    q = int(math.floor(m * (1 << 31) + 0.5))        # std::round: half away from zero
     if q == (1 << 31):
         q //= 2
         e += 1
@@ -37,23 +37,20 @@ def quantize_multiplier(real):
 def _srdhm(a, q):
     """SaturatingRoundingDoublingHighMul of an int64 array (int32 range) by int q."""
     ab = a * np.int64(q)
-    nudge = np.where(ab >= 0, np.int64(1 << 30), np.int64(1 - (1 << 30)))
-    s = ab + nudge
-    # C's int64 division truncates toward zero
-    r = np.where(s >= 0, s >> 31, -((-s) >> 31))
+    s = ab + np.int64(1 << 30)
+    s += (ab >> 63) & np.int64(1 - (1 << 31))     # nudge 1 - 2**30 for a negative product
+    s += (s >> 63) & np.int64((1 << 31) - 1)      # C's division truncates toward zero
+    s >>= 31
     if q == INT32_MIN:
-        r = np.where(a == INT32_MIN, INT32_MAX, r)
-    return r
+        s = np.where(a == INT32_MIN, INT32_MAX, s)
+    return s
 
 
 def _rdbpot(x, exponent):
     """RoundingDivideByPOT: x / 2**exponent rounded half away from zero."""
     if exponent <= 0:
         return x
-    mask = np.int64((1 << exponent) - 1)
-    remainder = x & mask
-    threshold = (mask >> 1) + (x < 0)
-    return (x >> exponent) + (remainder > threshold)
+    return (x + np.int64(1 << (exponent - 1)) + (x >> 63)) >> exponent
 
 
 def multiply_by_quantized_multiplier(x, q, shift):
@@ -90,8 +87,11 @@ def activation_range(fuse, scale, zp, type_code):
     """Integer clamp range for a fused activation in the output's quantized domain."""
     lo, hi = qrange(type_code)
 
-    def q(v):
-        return zp + int(round(v / scale))
+    s = np.float32(scale)
+
+    def q(v):                      # std::round(float(v) / scale): float32 division, half away
+        r = float(np.float32(v) / s)
+        return zp + int(math.copysign(math.floor(abs(r) + 0.5), r))
 
     if fuse == C.FUSED_RELU:
         lo = max(lo, q(0.0))
@@ -127,7 +127,8 @@ def quantize_to(out, real, scale, zp):
     """Float values -> quantized into `out` (round half away from zero, saturate)."""
     lo, hi = qrange_of_dtype(out.dtype)
     v = np.asarray(real, np.float64) / scale
-    v = np.trunc(v + np.copysign(0.5, v)) + zp
+    t = np.trunc(v)
+    v = t + np.copysign(np.abs(v - t) >= 0.5, v) + zp      # exact half-away-from-zero
     np.clip(v, lo, hi, out=v)
     out[...] = v
 

@@ -1,1 +1,456 @@
-"""(not yet written)"""
+"""Reductions: MEAN, REDUCE_ALL/ANY/MAX/MIN/PROD/SUM, ARGMAX/ARGMIN and TOPK_V2.
+
+Semantics follow NNAPI's reference CPU implementation:
+
+* the axes tensor of MEAN / REDUCE_* is a 1-D TENSOR_INT32 whose values shape the output
+  (negative axes count from the end, duplicates count once); the reduced dimensions are
+  dropped (or kept with length 1) and a result without dimensions has shape [1];
+* REDUCE_MAX/MIN start from the type's lowest/highest value and combine with
+  ``std::max``/``std::min``, so NaN elements never win (np.fmax/np.fmin with ``initial``);
+* quantized MEAN keeps the input's scale and zeroPoint: the raw values are summed in
+  integers and divided by the element count, truncating toward zero;
+* float16 MEAN/SUM/PROD accumulate in float32 and round once; REDUCE_PROD of a slice holding
+  a zero is +0 even next to inf or NaN (the reference short-cuts zero factors);
+* ARGMAX/ARGMIN return the first index of the extreme value (strict comparison from
+  index 0, so NaN elements are skipped unless they come first);
+* TOPK_V2 orders each last-dimension row by (value, index) descending, i.e. equal values
+  come with the larger index first, as the specification says.
+"""
+import numpy as np
+
+from .. import constants as C
+from .base import Op, register, value_error
+
+F16, F32, I32 = C.TENSOR_FLOAT16, C.TENSOR_FLOAT32, C.TENSOR_INT32
+Q8, Q8S, B8 = C.TENSOR_QUANT8_ASYMM, C.TENSOR_QUANT8_ASYMM_SIGNED, C.TENSOR_BOOL8
+QUANT8 = (Q8, Q8S)
+FLOATS = (F16, F32)
+
+
+def type_name(t):
+    return C.TYPE_NAMES.get(t, str(t))
+
+
+# ---- helpers shared by the operations of this family (and gather.py) ------------------------
+
+def check_type(sig, where, idx, allowed, what):
+    """Operand type in `allowed` (dict type -> level, or a collection); returns the type."""
+    ops = sig.ins if where == "input" else sig.outs
+    t = ops[idx].type
+    if t not in allowed:
+        names = ", ".join(type_name(a) for a in allowed)
+        sig.fail(f"{where} {idx} ({what}) has type {type_name(t)}, expected {names}")
+    return t
+
+
+def check_same_type(sig, out_idx, in_idx, what="output"):
+    o, i = sig.outs[out_idx], sig.ins[in_idx]
+    if o.type != i.type:
+        sig.fail(f"output {out_idx} ({what}) has type {type_name(o.type)}, expected "
+                 f"{type_name(i.type)} (the type of input {in_idx})")
+
+
+def check_same_quant(sig, out_idx, in_idx):
+    """Quantized output out_idx must carry input in_idx's scale and zeroPoint."""
+    o, i = sig.outs[out_idx], sig.ins[in_idx]
+    if o.type in QUANT8 and (o.scale != i.scale or o.zp != i.zp):
+        sig.fail(f"output {out_idx} must have the same scale and zeroPoint as input {in_idx} "
+                 f"({i.scale}, {i.zp}), got ({o.scale}, {o.zp})")
+
+
+def check_rank(sig, where, idx, lo, hi, what):
+    """Known rank of an operand within [lo, hi] (hi None = unbounded)."""
+    ops = sig.ins if where == "input" else sig.outs
+    r = ops[idx].rank
+    if r is None:
+        return
+    if r < lo or (hi is not None and r > hi):
+        if hi is None:
+            want = f"at least {lo}"
+        elif lo == hi:
+            want = f"exactly {lo}"
+        else:
+            want = f"{lo}..{hi}"
+        sig.fail(f"{where} {idx} ({what}) has rank {r}, expected rank {want}")
+
+
+def check_present(sig, what):
+    """No input of these operations is optional: a NO_VALUE operand is an error."""
+    for k, inf in enumerate(sig.ins):
+        if inf.omitted:
+            sig.fail(f"input {k} ({what[k]}) has no value; it is not optional")
+
+
+def require_present(name, ins, what):
+    """The same at execution: an input given as NULL (omitted) is an error."""
+    for k, inf in enumerate(ins):
+        if inf.omitted:
+            raise value_error(f"{name}: input {k} ({what[k]}) was omitted; it is not optional", at_runtime=True)
+
+
+def resolve_axis(name, axis, rank, what="axis"):
+    """One axis in [-rank, rank) -> [0, rank); value error otherwise."""
+    axis = int(axis)
+    if not -rank <= axis < rank:
+        raise value_error(f"{name}: {what} {axis} is out of range [{-rank}, {rank}) for an input of rank {rank}",
+                          at_runtime=False)
+    return axis + rank if axis < 0 else axis
+
+
+def quiet(kernel):
+    """Run a float kernel with numpy's floating-point warnings off (inf/NaN are results)."""
+    def k(i, o):
+        with np.errstate(all="ignore"):
+            kernel(i, o)
+    return k
+
+
+def out_view(o, shape):
+    """A view of output array o with another shape of the same size (never a copy)."""
+    v = o.view()
+    v.shape = shape
+    return v
+
+
+# ---- MEAN and REDUCE_* -----------------------------------------------------------------------
+
+class _Reduce(Op):
+    """input0, axes (1-D TENSOR_INT32), keep_dims -> output of input0's type."""
+    value_inputs = (1,)
+    type_levels = {}
+    keep_type = C.BOOL
+    same_quant = False      # quantized output must keep input0's scale/zeroPoint
+    roles = ("input", "axes", "keep_dims")
+
+    def validate(self, sig):
+        sig.count(3, 1)
+        check_present(sig, self.roles)
+        t = check_type(sig, "input", 0, self.type_levels, "input")
+        check_type(sig, "input", 1, (I32,), "axes")
+        check_type(sig, "input", 2, (self.keep_type,), "keep_dims")
+        check_same_type(sig, 0, 0)
+        check_rank(sig, "input", 0, 1, 4, "input")
+        check_rank(sig, "input", 1, 1, 1, "axes")
+        if self.same_quant:
+            check_same_quant(sig, 0, 0)
+        axes, rank = sig.ins[1].value, sig.ins[0].rank
+        if axes is not None and rank is not None:
+            for a in np.asarray(axes).reshape(-1):
+                if not -rank <= int(a) < rank:
+                    sig.fail(f"input 1 (axes): axis {int(a)} is out of range [{-rank}, {rank}) "
+                             f"for input 0 of rank {rank}")
+        return self.type_levels[t]
+
+    def keep(self, v):
+        return bool(v)
+
+    def plan_axes(self, ins):
+        """(sorted unique axes, keep_dims, output dims, keep-dims shape)."""
+        require_present(self.name, ins, self.roles)
+        dims = tuple(ins[0].dims)
+        rank = len(dims)
+        axes = sorted({resolve_axis(self.name, a, rank) for a in np.asarray(ins[1].value).reshape(-1)})
+        keep = self.keep(ins[2].value)
+        kshape = tuple(1 if d in axes else n for d, n in enumerate(dims))
+        if keep:
+            out = kshape
+        else:
+            out = tuple(n for d, n in enumerate(dims) if d not in axes) or (1,)
+        return tuple(axes), keep, out, kshape
+
+    def infer(self, ins):
+        return [self.plan_axes(ins)[2]]
+
+    def build(self, ins, outs):
+        axes, _keep, _out, kshape = self.plan_axes(ins)
+        return self.kernel(ins[0], axes, kshape)
+
+
+@register
+class Mean(_Reduce):
+    name = "MEAN"
+    type_levels = {F32: 2, Q8: 2, F16: 3, Q8S: 4}
+    keep_type = C.INT32
+    same_quant = True
+
+    def keep(self, v):
+        return int(v) > 0          # "if positive"
+
+    def kernel(self, inp, axes, kshape):
+        count = 1
+        for a in axes:
+            count *= inp.dims[a]
+        t = inp.type
+        if count == 0:             # the reference leaves the zero-initialised output
+            def k(i, o):
+                o[0].fill(0)
+            return k
+        if t == F32:
+            @quiet
+            def k(i, o):
+                v = out_view(o[0], kshape)
+                np.add.reduce(i[0], axis=axes, keepdims=True, out=v)
+                np.divide(v, np.float32(count), out=v)
+        elif t == F16:
+            @quiet
+            def k(i, o):
+                s = np.add.reduce(i[0], axis=axes, dtype=np.float32, keepdims=True)
+                s /= np.float32(count)
+                out_view(o[0], kshape)[...] = s
+        else:
+            def k(i, o):
+                s = np.add.reduce(i[0], axis=axes, dtype=np.int64, keepdims=True)
+                q = np.abs(s) // count                 # C division: truncation toward zero
+                np.negative(q, out=q, where=s < 0)
+                out_view(o[0], kshape)[...] = q
+        return k
+
+
+class _ExtremeReduce(_Reduce):
+    type_levels = {F32: 3, F16: 3, Q8: 3, Q8S: 4}
+    same_quant = True
+    float_ufunc = None     # NaN-skipping ufunc for floats
+    int_ufunc = None
+
+    def kernel(self, inp, axes, kshape):
+        dt = inp.dtype
+        if inp.type in FLOATS:
+            uf, init = self.float_ufunc, self.float_init(dt)
+        else:
+            uf, init = self.int_ufunc, self.int_init(dt)
+        init = dt.type(init)
+
+        def k(i, o):
+            uf.reduce(i[0], axis=axes, keepdims=True, initial=init, out=out_view(o[0], kshape))
+        return k
+
+
+@register
+class ReduceMax(_ExtremeReduce):
+    name = "REDUCE_MAX"
+    float_ufunc = np.fmax
+    int_ufunc = np.maximum
+
+    @staticmethod
+    def float_init(dt):
+        return np.finfo(dt).min
+
+    @staticmethod
+    def int_init(dt):
+        return np.iinfo(dt).min
+
+
+@register
+class ReduceMin(_ExtremeReduce):
+    name = "REDUCE_MIN"
+    float_ufunc = np.fmin
+    int_ufunc = np.minimum
+
+    @staticmethod
+    def float_init(dt):
+        return np.finfo(dt).max
+
+    @staticmethod
+    def int_init(dt):
+        return np.iinfo(dt).max
+
+
+class _ArithReduce(_Reduce):
+    type_levels = {F32: 3, F16: 3}
+    ufunc = None
+
+    def kernel(self, inp, axes, kshape):
+        uf = self.ufunc
+        if inp.type == F32:
+            def k(i, o):
+                uf.reduce(i[0], axis=axes, keepdims=True, out=out_view(o[0], kshape))
+        else:
+            def k(i, o):
+                out_view(o[0], kshape)[...] = uf.reduce(i[0], axis=axes, dtype=np.float32, keepdims=True)
+        return quiet(k)
+
+
+@register
+class ReduceSum(_ArithReduce):
+    name = "REDUCE_SUM"
+    ufunc = np.add
+
+
+@register
+class ReduceProd(_ArithReduce):
+    name = "REDUCE_PROD"
+    ufunc = np.multiply
+
+    def kernel(self, inp, axes, kshape):
+        # the reference multiplies with "a == 0 || b == 0 -> 0": any zero element gives +0
+        # even next to inf or NaN.  Such a slice's plain product is 0, -0 or NaN, so only
+        # those outputs need a second look.
+        base = super().kernel(inp, axes, kshape)
+
+        def k(i, o):
+            base(i, o)
+            v = out_view(o[0], kshape)
+            suspect = (v == 0) | np.isnan(v)
+            if suspect.any():
+                z = np.any(i[0] == 0, axis=axes, keepdims=True)
+                v[z & suspect] = 0
+        return k
+
+
+class _LogicalReduce(_Reduce):
+    type_levels = {B8: 3}
+    func = None
+
+    def kernel(self, inp, axes, kshape):
+        f = self.func
+
+        def k(i, o):
+            # any non-zero byte is true: look at the raw bytes
+            f(i[0].view(np.uint8), axis=axes, keepdims=True, out=out_view(o[0], kshape))
+        return k
+
+
+@register
+class ReduceAll(_LogicalReduce):
+    name = "REDUCE_ALL"
+    func = staticmethod(np.all)
+
+
+@register
+class ReduceAny(_LogicalReduce):
+    name = "REDUCE_ANY"
+    func = staticmethod(np.any)
+
+
+# ---- ARGMAX / ARGMIN -------------------------------------------------------------------------
+
+class _ArgMinMax(Op):
+    type_levels = {F16: 3, F32: 3, I32: 3, Q8: 3, Q8S: 4}
+    func = None
+    nan_fill = 0.0
+    roles = ("input", "axis")
+
+    def validate(self, sig):
+        sig.count(2, 1)
+        check_present(sig, self.roles)
+        t = check_type(sig, "input", 0, self.type_levels, "input")
+        check_type(sig, "input", 1, (C.INT32,), "axis")
+        check_type(sig, "output", 0, (I32,), "output")
+        check_rank(sig, "input", 0, 1, None, "input")
+        axis, rank = sig.scalar_value(1), sig.ins[0].rank
+        if axis is not None and rank is not None and not -rank <= axis < rank:
+            sig.fail(f"input 1 (axis) {axis} is out of range [{-rank}, {rank}) for input 0 of rank {rank}")
+        return self.type_levels[t]
+
+    def infer(self, ins):
+        require_present(self.name, ins, self.roles)
+        dims = tuple(ins[0].dims)
+        axis = resolve_axis(self.name, ins[1].value, len(dims))
+        if 0 in dims:
+            raise value_error(f"{self.name}: input 0 must be non-empty, got dimensions {list(dims)}",
+                              at_runtime=True)
+        return [dims[:axis] + dims[axis + 1:] or (1,)]
+
+    def build(self, ins, outs):
+        axis = resolve_axis(self.name, ins[1].value, len(ins[0].dims))
+        oshape = tuple(outs[0].dims)
+        f = self.func
+        if ins[0].type in FLOATS:
+            fill = ins[0].dtype.type(self.nan_fill)
+
+            def k(i, o):
+                x = i[0]
+                if np.isnan(x.max()):          # one pass; NaN propagates through max
+                    nan = np.isnan(x)
+                    # the reference scans with a strict comparison from element 0: NaN never
+                    # replaces the running extreme, and wins only when it is element 0
+                    r = f(np.where(nan, fill, x), axis=axis)
+                    r[np.take(nan, 0, axis=axis)] = 0
+                else:
+                    r = f(x, axis=axis)
+                o[0][...] = r.reshape(oshape)
+        else:
+            def k(i, o):
+                o[0][...] = f(i[0], axis=axis).reshape(oshape)
+        return k
+
+
+@register
+class ArgMax(_ArgMinMax):
+    name = "ARGMAX"
+    func = staticmethod(np.argmax)
+    nan_fill = -np.inf
+
+
+@register
+class ArgMin(_ArgMinMax):
+    name = "ARGMIN"
+    func = staticmethod(np.argmin)
+    nan_fill = np.inf
+
+
+# ---- TOPK_V2 ---------------------------------------------------------------------------------
+
+def _ordinal(x):
+    """Order-preserving int64 image of x (floats through their bit patterns; -0.0 == 0.0)."""
+    if x.dtype.kind == "f":
+        bits = x.view(np.int16 if x.dtype.itemsize == 2 else np.int32).astype(np.int64)
+        mag = np.int64((1 << (8 * x.dtype.itemsize - 1)) - 1)
+        return np.where(bits < 0, -(bits & mag), bits)
+    return x.astype(np.int64)
+
+
+@register
+class TopKV2(Op):
+    name = "TOPK_V2"
+    type_levels = {F16: 3, F32: 3, I32: 3, Q8: 3, Q8S: 4}
+    roles = ("input", "k")
+
+    def validate(self, sig):
+        sig.count(2, 2)
+        check_present(sig, self.roles)
+        t = check_type(sig, "input", 0, self.type_levels, "input")
+        check_type(sig, "input", 1, (C.INT32,), "k")
+        check_same_type(sig, 0, 0, "values")
+        check_type(sig, "output", 1, (I32,), "indices")
+        check_rank(sig, "input", 0, 1, None, "input")
+        check_same_quant(sig, 0, 0)
+        k = sig.scalar_value(1)
+        if k is not None:
+            if k < 1:
+                sig.fail(f"input 1 (k) must be at least 1, got {k}")
+            d = sig.ins[0].dims
+            if d and d[-1] and k > d[-1]:
+                sig.fail(f"input 1 (k) {k} exceeds the last dimension of input 0 ({d[-1]})")
+        return self.type_levels[t]
+
+    def infer(self, ins):
+        require_present(self.name, ins, self.roles)
+        dims = tuple(ins[0].dims)
+        k = int(ins[1].value)
+        if not 1 <= k <= dims[-1]:
+            raise value_error(f"{self.name}: k = {k} must be in [1, {dims[-1]}] (the last dimension of input 0)",
+                              at_runtime=False)
+        out = dims[:-1] + (k,)
+        return [out, out]
+
+    def build(self, ins, outs):
+        n = ins[0].dims[-1]
+        k = int(ins[1].value)
+        nn = np.int64(n)
+
+        def kern(i, o):
+            x = i[0]
+            if x.size == 0:
+                return
+            # unique keys: (value, index) descending == key ascending
+            key = _ordinal(x)
+            key *= -nn
+            key -= np.arange(n, dtype=np.int64)
+            if k < n:
+                key = np.partition(key, k - 1, axis=-1)[..., :k]
+            key.sort(axis=-1)
+            idx = (-key) % nn
+            o[1][...] = idx
+            o[0][...] = np.take_along_axis(x, idx, axis=-1)
+        return kern

@@ -1,1 +1,207 @@
-"""(not yet written)"""
+"""Image resizing: RESIZE_BILINEAR, RESIZE_NEAREST_NEIGHBOR.
+
+Inputs: 0 the 4-D image; 1 = output WIDTH, 2 = output HEIGHT, either INT32 sizes or scale
+factors (FLOAT16 for a TENSOR_FLOAT16 image, FLOAT32 otherwise; new = floor(size * scale)
+computed in float32); 3 the NCHW flag (optional for BILINEAR, required for
+NEAREST_NEIGHBOR); 4 align_corners and 5 half_pixel_centers (optional, FL4).
+
+Both follow the reference (TFLite) kernels bit for bit where it matters: source coordinates
+are computed in float32 with the same expressions, BILINEAR accumulates the four weighted
+taps in the reference order in float32 and, for quantized images, adds 0.5 and truncates;
+NEAREST_NEIGHBOR floors (or rounds half away from zero with align_corners).  Coordinates and
+weights are computed once per shape in build(); a kernel is a few gathers and multiplies.
+"""
+import numpy as np
+
+from .. import constants as C
+from .base import Op, register, value_error
+from . import quant as Q
+from .spatial import check_rank4, check_scalar_type, scalar_of, nchw_flag, zero_sized_const_level
+
+F16, F32 = C.TENSOR_FLOAT16, C.TENSOR_FLOAT32
+Q8, Q8S = C.TENSOR_QUANT8_ASYMM, C.TENSOR_QUANT8_ASYMM_SIGNED
+TNAME = C.TYPE_NAMES
+f32 = np.float32
+
+
+class _Resize(Op):
+    allow_zero_sized = True
+    min_inputs = 3
+
+    def validate(self, sig):
+        n = len(sig.ins)
+        sig.count(tuple(range(self.min_inputs, 7)), 1)
+        t = sig.types("input", 0, self.type_levels)
+        level = self.type_levels[t]
+        st = sig.ins[1].type
+        if st == C.INT32:
+            pass
+        else:
+            want = C.FLOAT16 if t == F16 else C.FLOAT32
+            if st != want:
+                sig.fail(f"input 1 (output width or width scale) has type {TNAME.get(st, st)}, expected INT32 "
+                         f"or {TNAME[want]} for a {TNAME[t]} input")
+            level = max(level, 3)
+        if sig.ins[2].type != st:
+            sig.fail(f"input 2 (output height or height scale) has type {TNAME.get(sig.ins[2].type)}, "
+                     f"expected {TNAME.get(st)} (the type of input 1)")
+        for k, what in ((3, "NCHW layout flag"), (4, "align_corners"), (5, "half_pixel_centers")):
+            if k < n:
+                check_scalar_type(sig, k, C.BOOL, what)
+        if n == 4:
+            level = max(level, 3)
+        elif n > 4:
+            level = max(level, 4)
+        sig.same_type("output", 0, t)
+        check_rank4(sig, "input", 0)
+        check_rank4(sig, "output", 0)
+        sig.same_quant("output", 0, sig.ins[0])
+        for k, what in ((1, "width"), (2, "height")):
+            v = scalar_of(sig.ins[k])
+            if v is None:
+                continue
+            if st == C.INT32 and v <= 0:
+                sig.fail(f"input {k} (output {what}) must be > 0, got {v}")
+            if st != C.INT32 and not v > 0:
+                sig.fail(f"input {k} ({what} scale) must be > 0, got {v}")
+        align = scalar_of(sig.ins[4]) if n > 4 else None
+        half = scalar_of(sig.ins[5]) if n > 5 else None
+        if align and half:
+            sig.fail("input 5 (half_pixel_centers) is true, so input 4 (align_corners) must be false")
+        return zero_sized_const_level(sig, level)
+
+    # ---- shapes ----------------------------------------------------------------------------
+    def params(self, ins):
+        n = len(ins)
+        nchw = nchw_flag(ins, 3)
+        align = nchw_flag(ins, 4)
+        half = nchw_flag(ins, 5)
+        if align and half:
+            raise value_error(f"{self.name}: align_corners and half_pixel_centers cannot both be true", False)
+        d = ins[0].dims
+        if d is None or len(d) != 4:
+            raise value_error(f"{self.name}: input 0 must be a 4-D tensor, got dimensions {d}", False)
+        nb, h, w, c = (d[0], d[2], d[3], d[1]) if nchw else d
+        if h == 0 or w == 0:
+            raise value_error(f"{self.name}: input height and width must be non-zero (only zero batches are "
+                              f"supported), got {list(d)}", False)
+        vw, vh = scalar_of(ins[1]), scalar_of(ins[2])
+        if vw is None or vh is None:
+            raise value_error(f"{self.name}: the output size / scale inputs must have values", False)
+        if ins[1].type == C.INT32:
+            ow, oh = int(vw), int(vh)
+        else:
+            # reference: floor(float(in_size) * float(scale)) in float32
+            ow = int(np.floor(f32(w) * f32(vw)))
+            oh = int(np.floor(f32(h) * f32(vh)))
+        if ow <= 0 or oh <= 0:
+            raise value_error(f"{self.name}: output height and width must be > 0, got {oh}x{ow}", False)
+        return nchw, align, half, (nb, h, w, c), (oh, ow)
+
+    def infer(self, ins):
+        nchw, _, _, (nb, h, w, c), (oh, ow) = self.params(ins)
+        return [(nb, c, oh, ow) if nchw else (nb, oh, ow, c)]
+
+    def build(self, ins, outs):
+        nchw, align, half, (nb, h, w, c), (oh, ow) = self.params(ins)
+        core = self.make(ins[0].type, align, half, h, w, oh, ow)
+
+        def kernel(i, o):
+            x, y = i[0], o[0]
+            if nchw:
+                x, y = x.transpose(0, 2, 3, 1), y.transpose(0, 2, 3, 1)
+            core(x, y)
+        return kernel
+
+
+def _scale(in_size, out_size, align):
+    if align and out_size > 1:
+        return f32(in_size - 1) / f32(out_size - 1)
+    return f32(in_size) / f32(out_size)
+
+
+@register
+class ResizeBilinear(_Resize):
+    name = "RESIZE_BILINEAR"
+    type_levels = {F32: 1, F16: 3, Q8: 3, Q8S: 4}
+    min_inputs = 3
+
+    @staticmethod
+    def _axis(in_size, out_size, align, half):
+        """Reference ComputeInterpolationValues for every output index: (lo, hi, frac)."""
+        scale = _scale(in_size, out_size, align)
+        v = np.arange(out_size, dtype=f32)
+        if half:
+            src = (v + f32(0.5)) * scale - f32(0.5)
+        else:
+            src = v * scale
+        lo = np.maximum(np.floor(src).astype(np.int64), 0)
+        hi = np.minimum(np.ceil(src).astype(np.int64), in_size - 1)
+        frac = (src - lo.astype(f32)).astype(f32)          # input_y - y0 (may be < 0 with half pixels)
+        return lo, hi, frac
+
+    def make(self, t, align, half, h, w, oh, ow):
+        y0, y1, dy = self._axis(h, oh, align, half)
+        x0, x1, dx = self._axis(w, ow, align, half)
+        wy1 = dy[:, None, None]                  # (OH, 1, 1) against (N, OH, OW, C)
+        wy0 = (f32(1) - dy)[:, None, None]
+        wx1 = dx[:, None]                        # (OW, 1)
+        wx0 = (f32(1) - dx)[:, None]
+        quant = t in (Q8, Q8S)
+        if quant:
+            lo, hi = Q.qrange(t)
+
+        def core(x, y):
+            xf = x if x.dtype == f32 else x.astype(f32)
+            r0 = xf[:, y0]                       # (N, OH, W, C)
+            r1 = xf[:, y1]
+            # reference order: a*(1-dy)*(1-dx) + b*dy*(1-dx) + c*(1-dy)*dx + d*dy*dx
+            acc = r0[:, :, x0] * wy0
+            acc *= wx0
+            tmp = r1[:, :, x0] * wy1
+            tmp *= wx0
+            acc += tmp
+            np.multiply(r0[:, :, x1], wy0, out=tmp)
+            tmp *= wx1
+            acc += tmp
+            np.multiply(r1[:, :, x1], wy1, out=tmp)
+            tmp *= wx1
+            acc += tmp
+            if quant:
+                acc += f32(0.5)
+                np.trunc(acc, out=acc)          # static_cast<T>: toward zero
+                np.clip(acc, lo, hi, out=acc)
+            y[...] = acc
+        return core
+
+
+@register
+class ResizeNearestNeighbor(_Resize):
+    name = "RESIZE_NEAREST_NEIGHBOR"
+    type_levels = {F32: 3, F16: 3, Q8: 3, Q8S: 4}
+    min_inputs = 4
+
+    @staticmethod
+    def _axis(in_size, out_size, align, half):
+        """Reference GetNearestNeighbor for every output index."""
+        scale = _scale(in_size, out_size, align)
+        offset = f32(0.5) if half else f32(0)
+        v = (np.arange(out_size, dtype=f32) + offset) * scale
+        if align:
+            r = np.trunc(v)                      # std::round: half away from zero (v >= 0)
+            r += (v - r) >= f32(0.5)
+        else:
+            r = np.floor(v)
+        idx = np.minimum(r.astype(np.int64), in_size - 1)
+        if half:
+            idx = np.maximum(idx, 0)
+        return idx
+
+    def make(self, t, align, half, h, w, oh, ow):
+        iy = self._axis(h, oh, align, half)[:, None]
+        ix = self._axis(w, ow, align, half)[None, :]
+
+        def core(x, y):
+            y[...] = x[:, iy, ix]
+        return core
+

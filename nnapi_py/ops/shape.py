@@ -1,1 +1,763 @@
-"""Shape and data-movement operations."""
+"""Shape and data-movement operations: RESHAPE, SQUEEZE, EXPAND_DIMS, TRANSPOSE,
+CONCATENATION, SPLIT, PACK, TILE, REVERSE, FILL, RANK.
+
+None of these computes anything (except CONCATENATION of quant8 inputs whose scale or
+zeroPoint differ from the output's, which requantizes): every kernel writes its output
+with a single copy (slice assignment / np.copyto / a broadcast view), never a Python loop
+over elements.
+
+The validation helpers at the top are shared with slicing.py (SLICE, STRIDED_SLICE, PAD,
+PAD_V2, MIRROR_PAD).  Value-dependent rules are checked in ``infer`` (raising
+value_error: BAD_DATA at compilation when the values are constants, OP_FAILED at
+execution otherwise); scalar parameters whose range only depends on the rank are also
+checked in ``validate`` when the constant is known (at Model_finish).
+"""
+import numpy as np
+
+from .. import constants as C
+from .base import Op, register, value_error
+
+F16, F32, I32 = C.TENSOR_FLOAT16, C.TENSOR_FLOAT32, C.TENSOR_INT32
+Q8, Q8S = C.TENSOR_QUANT8_ASYMM, C.TENSOR_QUANT8_ASYMM_SIGNED
+QUANT8 = (Q8, Q8S)
+INT32 = C.INT32
+
+# type -> feature level tables shared by several operations
+LEVELS_FL1 = {F32: 1, Q8: 1, F16: 3, Q8S: 4}                 # RESHAPE (+I32 at 6), CONCATENATION
+LEVELS_FL2 = {F32: 2, Q8: 2, F16: 3, Q8S: 4}                 # SQUEEZE, TRANSPOSE, STRIDED_SLICE, PAD
+LEVELS_FL3_INT = {F16: 3, F32: 3, I32: 3, Q8: 3, Q8S: 4}     # EXPAND_DIMS, SPLIT, TILE, SLICE
+LEVELS_FL3 = {F16: 3, F32: 3, Q8: 3, Q8S: 4}                 # PAD_V2
+
+
+def tname(t):
+    return C.TYPE_NAMES.get(t, str(t))
+
+
+def _names(types):
+    types = list(types)
+    if len(types) == 1:
+        return tname(types[0])
+    return ", ".join(tname(t) for t in types[:-1]) + " or " + tname(types[-1])
+
+
+# ---- validation helpers --------------------------------------------------------------------
+def present(sig, idx, what):
+    """A required input must not be omitted."""
+    if sig.ins[idx].omitted:
+        sig.fail(f"input {idx} ({what}) is required but was omitted (no value)")
+
+
+def tensor_of(sig, idx, levels, what):
+    """Input idx must have one of the types of `levels` (type -> feature level)."""
+    present(sig, idx, what)
+    t = sig.ins[idx].type
+    if t not in levels:
+        sig.fail(f"input {idx} ({what}) has type {tname(t)}, expected {_names(levels)}")
+    return t
+
+
+def scalar_of(sig, idx, t, what):
+    present(sig, idx, what)
+    got = sig.ins[idx].type
+    if got != t:
+        sig.fail(f"input {idx} ({what}) has type {tname(got)}, expected {tname(t)}")
+
+
+def int_tensor(sig, idx, what, rank=1, optional=False):
+    """Input idx must be a TENSOR_INT32 of the given rank (when the rank is known)."""
+    if not optional:
+        present(sig, idx, what)
+    inf = sig.ins[idx]
+    if inf.type != I32:
+        sig.fail(f"input {idx} ({what}) has type {tname(inf.type)}, expected TENSOR_INT32")
+    if inf.rank is not None and inf.rank != rank:
+        sig.fail(f"input {idx} ({what}) must be a {rank}-D tensor, got rank {inf.rank}")
+    return inf
+
+
+def output_like(sig, k, src, src_name="input 0"):
+    """Output k has the type of `src` and, for quant8, the same scale and zeroPoint."""
+    o = sig.outs[k]
+    if o.type != src.type:
+        sig.fail(f"output {k} has type {tname(o.type)}, expected {tname(src.type)} (the type of {src_name})")
+    if src.type in QUANT8 and (o.scale != src.scale or o.zp != src.zp):
+        sig.fail(f"output {k} must have the scale and zeroPoint of {src_name} ({src.scale}, {src.zp}), "
+                 f"got ({o.scale}, {o.zp})")
+
+
+def rank_in(sig, where, idx, lo=1, hi=None, what=None):
+    """Rank of a tensor operand within [lo, hi] (hi None: no limit); unknown rank passes."""
+    ops = sig.ins if where == "input" else sig.outs
+    r = ops[idx].rank
+    if r is None:
+        return
+    if r < lo or (hi is not None and r > hi):
+        label = f"{where} {idx}" + (f" ({what})" if what else "")
+        rule = f"{lo}..{hi}" if hi is not None else f"at least {lo}"
+        sig.fail(f"{label} has rank {r}, the supported rank is {rule}")
+
+
+def scalar_int(inf):
+    """Python int of a known INT32 scalar operand, else None."""
+    v = inf.value
+    if v is None or inf.omitted:
+        return None
+    return int(v.item() if hasattr(v, "item") else v)
+
+
+def int_values(inf):
+    """List of Python ints of a known TENSOR_INT32 operand, else None."""
+    if inf.value is None or inf.omitted:
+        return None
+    return [int(x) for x in np.asarray(inf.value).reshape(-1)]
+
+
+def known_len(inf):
+    """Length of a 1-D operand when known (dims known), else None."""
+    if inf.dims is None or len(inf.dims) != 1 or not inf.dims[0]:
+        return None
+    return inf.dims[0]
+
+
+def fail_value(op, msg):
+    """Value-dependent error raised from infer()."""
+    return value_error(f"{op}: {msg}", at_runtime=False)
+
+
+def axis_slice(axis, sl):
+    """Index tuple selecting `sl` along `axis` and everything along the other axes."""
+    return (slice(None),) * axis + (sl,)
+
+
+def view_as(arr, shape):
+    """A view of `arr` with a new shape (raises instead of silently copying)."""
+    return np.reshape(arr, shape, copy=False)
+
+
+def round_half_away(v):
+    """Round float values half away from zero (C's round / std::round), exactly."""
+    t = np.trunc(v)
+    return t + np.where(np.abs(v - t) >= 0.5, np.sign(v), 0).astype(v.dtype)
+
+
+# ---- RESHAPE -------------------------------------------------------------------------------
+@register
+class Reshape(Op):
+    name = "RESHAPE"
+    value_inputs = (1,)
+    levels = {F32: 1, Q8: 1, F16: 3, Q8S: 4, I32: 6}
+
+    def validate(self, sig):
+        sig.count(2, 1)
+        t = tensor_of(sig, 0, self.levels, "tensor")
+        shp = int_tensor(sig, 1, "shape")
+        rank_in(sig, "input", 0, 1, 4)
+        output_like(sig, 0, sig.ins[0])
+        n = known_len(shp)
+        orank = sig.outs[0].rank
+        if n is not None and orank is not None and orank != n:
+            sig.fail(f"output 0 has rank {orank} but the shape tensor (input 1) has {n} elements")
+        vals = int_values(shp)
+        if vals is not None:
+            self._check_spec(vals, sig.fail)
+        return self.levels[t]
+
+    @staticmethod
+    def _check_spec(vals, fail):
+        if len(vals) == 0:
+            fail("input 1 (shape) must have at least one element")
+        if sum(1 for v in vals if v == -1) > 1:
+            fail(f"input 1 (shape) {vals} has more than one -1 component")
+        bad = [v for v in vals if v < -1]
+        if bad:
+            fail(f"input 1 (shape) {vals} has a negative component other than -1")
+
+    def infer(self, ins):
+        vals = int_values(ins[1])
+
+        def fail(msg):
+            raise fail_value(self.name, msg)
+
+        self._check_spec(vals, fail)
+        total = int(np.prod(ins[0].dims, dtype=np.int64))
+        known = int(np.prod([v for v in vals if v != -1], dtype=np.int64))
+        if -1 in vals:
+            if known == 0:
+                fail(f"input 1 (shape) {vals}: the -1 component cannot be inferred when another "
+                     f"component is 0")
+            if total % known:
+                fail(f"input 1 (shape) {vals} is incompatible with the {total} elements of input 0 "
+                     f"{list(ins[0].dims)}")
+            vals = [total // known if v == -1 else v for v in vals]
+        elif known != total:
+            fail(f"input 1 (shape) {vals} has {known} elements but input 0 {list(ins[0].dims)} has {total}")
+        return [tuple(vals)]
+
+    def build(self, ins, outs):
+        shape = outs[0].dims
+
+        def kernel(i, o):
+            o[0][...] = i[0].reshape(shape)
+        return kernel
+
+
+# ---- SQUEEZE -------------------------------------------------------------------------------
+@register
+class Squeeze(Op):
+    name = "SQUEEZE"
+    value_inputs = (1,)
+    levels = LEVELS_FL2
+
+    def validate(self, sig):
+        sig.count(2, 1)
+        t = tensor_of(sig, 0, self.levels, "tensor")
+        int_tensor(sig, 1, "axes", optional=True)
+        rank_in(sig, "input", 0, 1, 4)
+        output_like(sig, 0, sig.ins[0])
+        axes = int_values(sig.ins[1])
+        r = sig.ins[0].rank
+        if axes is not None and r is not None:
+            for a in axes:
+                if not -r <= a < r:
+                    sig.fail(f"input 1 (axes) value {a} is out of range [{-r}, {r}) for rank {r}")
+        return self.levels[t]
+
+    def infer(self, ins):
+        dims = ins[0].dims
+        r = len(dims)
+        axes = None if ins[1].omitted or ins[1].value is None else int_values(ins[1])
+        if not axes:          # omitted or empty: squeeze every dimension of size 1
+            drop = {k for k, d in enumerate(dims) if d == 1}
+        else:
+            drop = set()
+            for a in axes:
+                if not -r <= a < r:
+                    raise fail_value(self.name, f"input 1 (axes) value {a} is out of range [{-r}, {r}) "
+                                                f"for rank {r}")
+                a = a + r if a < 0 else a
+                if dims[a] != 1:
+                    raise fail_value(self.name, f"cannot squeeze dimension {a} of input 0 {list(dims)}: "
+                                                f"its size is {dims[a]}, not 1")
+                drop.add(a)
+        out = tuple(d for k, d in enumerate(dims) if k not in drop)
+        return [out if out else (1,)]
+
+    def build(self, ins, outs):
+        shape = outs[0].dims
+
+        def kernel(i, o):
+            o[0][...] = i[0].reshape(shape)
+        return kernel
+
+
+# ---- EXPAND_DIMS ---------------------------------------------------------------------------
+@register
+class ExpandDims(Op):
+    name = "EXPAND_DIMS"
+    levels = LEVELS_FL3_INT
+
+    def validate(self, sig):
+        sig.count(2, 1)
+        t = tensor_of(sig, 0, self.levels, "tensor")
+        scalar_of(sig, 1, INT32, "axis")
+        rank_in(sig, "input", 0, 1)
+        output_like(sig, 0, sig.ins[0])
+        r = sig.ins[0].rank
+        orank = sig.outs[0].rank
+        if r is not None and orank is not None and orank != r + 1:
+            sig.fail(f"output 0 has rank {orank}, expected {r + 1} (rank of input 0 plus one)")
+        axis = scalar_int(sig.ins[1])
+        if axis is not None and r is not None and not -(r + 1) <= axis < r + 1:
+            sig.fail(f"input 1 (axis) {axis} is out of range [{-(r + 1)}, {r + 1})")
+        return self.levels[t]
+
+    def infer(self, ins):
+        dims = ins[0].dims
+        r = len(dims)
+        axis = scalar_int(ins[1])
+        if not -(r + 1) <= axis < r + 1:
+            raise fail_value(self.name, f"input 1 (axis) {axis} is out of range [{-(r + 1)}, {r + 1})")
+        if axis < 0:
+            axis += r + 1
+        return [tuple(dims[:axis]) + (1,) + tuple(dims[axis:])]
+
+    def build(self, ins, outs):
+        shape = outs[0].dims
+
+        def kernel(i, o):
+            o[0][...] = i[0].reshape(shape)
+        return kernel
+
+
+# ---- TRANSPOSE -----------------------------------------------------------------------------
+@register
+class Transpose(Op):
+    name = "TRANSPOSE"
+    value_inputs = (1,)
+    allow_zero_sized = True
+    levels = LEVELS_FL2
+
+    def validate(self, sig):
+        sig.count(2, 1)
+        t = tensor_of(sig, 0, self.levels, "tensor")
+        perm = int_tensor(sig, 1, "perm", optional=True)
+        rank_in(sig, "input", 0, 1, 4)
+        output_like(sig, 0, sig.ins[0])
+        r = sig.ins[0].rank
+        orank = sig.outs[0].rank
+        if r is not None and orank is not None and orank != r:
+            sig.fail(f"output 0 has rank {orank}, expected {r} (the rank of input 0)")
+        if not perm.omitted:
+            n = known_len(perm)
+            if n is not None and r is not None and n != r:
+                sig.fail(f"input 1 (perm) has {n} elements, expected {r} (the rank of input 0)")
+            vals = int_values(perm)
+            if vals is not None and r is not None and len(vals) == r and sorted(vals) != list(range(r)):
+                sig.fail(f"input 1 (perm) {vals} is not a permutation of 0..{r - 1}")
+        return self.levels[t]
+
+    def _perm(self, ins):
+        r = len(ins[0].dims)
+        if ins[1].omitted or ins[1].value is None:
+            return tuple(range(r - 1, -1, -1))
+        vals = int_values(ins[1])
+        if len(vals) != r:
+            raise fail_value(self.name, f"input 1 (perm) has {len(vals)} elements, expected {r} "
+                                        f"(the rank of input 0)")
+        if sorted(vals) != list(range(r)):
+            raise fail_value(self.name, f"input 1 (perm) {vals} is not a permutation of 0..{r - 1}")
+        return tuple(vals)
+
+    def infer(self, ins):
+        dims = ins[0].dims
+        return [tuple(dims[p] for p in self._perm(ins))]
+
+    def build(self, ins, outs):
+        perm = self._perm(ins)
+
+        def kernel(i, o):
+            np.copyto(o[0], i[0].transpose(perm))
+        return kernel
+
+
+# ---- CONCATENATION -------------------------------------------------------------------------
+@register
+class Concatenation(Op):
+    name = "CONCATENATION"
+    allow_zero_sized = True
+    levels = LEVELS_FL1
+
+    def validate(self, sig):
+        n = len(sig.ins)
+        if n < 2:
+            sig.fail(f"expected at least 2 inputs (one or more tensors, then the axis), got {n}")
+        if len(sig.outs) != 1:
+            sig.fail(f"expected 1 output, got {len(sig.outs)}")
+        t = tensor_of(sig, 0, self.levels, "tensor 0")
+        for k in range(1, n - 1):
+            present(sig, k, f"tensor {k}")
+            if sig.ins[k].type != t:
+                sig.fail(f"input {k} has type {tname(sig.ins[k].type)}, expected {tname(t)} "
+                         f"(all input tensors must have the type of input 0)")
+        scalar_of(sig, n - 1, INT32, "axis")
+        out = sig.outs[0]
+        if out.type != t:
+            sig.fail(f"output 0 has type {tname(out.type)}, expected {tname(t)} (the type of input 0)")
+        rank = None
+        for k in range(n - 1):
+            rank_in(sig, "input", k, 1, 4)
+            r = sig.ins[k].rank
+            if r is not None:
+                if rank is not None and r != rank:
+                    sig.fail(f"input {k} has rank {r} but input 0 has rank {rank} (all input tensors must "
+                             f"have the same rank)")
+                rank = r
+        rank_in(sig, "output", 0, 1, 4)
+        if rank is not None and out.rank is not None and out.rank != rank:
+            sig.fail(f"output 0 has rank {out.rank}, expected {rank} (the rank of the inputs)")
+        level = self.levels[t]
+        if t == Q8 and any(x.scale != out.scale or x.zp != out.zp for x in sig.ins[:-1]):
+            level = max(level, 3)    # requantizing concatenation appeared in FL3
+        axis = scalar_int(sig.ins[n - 1])
+        if axis is not None and rank is not None:
+            if not -rank <= axis < rank:
+                sig.fail(f"input {n - 1} (axis) {axis} is out of range [{-rank}, {rank})")
+            a = axis + rank if axis < 0 else axis
+            ref = None
+            for k in range(n - 1):
+                d = sig.ins[k].dims
+                if d is None:
+                    continue
+                if ref is None:
+                    ref = (k, d)
+                    continue
+                for j in range(rank):
+                    if j != a and d[j] and ref[1][j] and d[j] != ref[1][j]:
+                        sig.fail(f"input {k} dimension {j} is {d[j]} but input {ref[0]} has {ref[1][j]} "
+                                 f"(only the axis {a} may differ)")
+        return level
+
+    def _axis(self, ins):
+        rank = len(ins[0].dims)
+        axis = scalar_int(ins[-1])
+        if not -rank <= axis < rank:
+            raise fail_value(self.name, f"input {len(ins) - 1} (axis) {axis} is out of range [{-rank}, {rank})")
+        return axis + rank if axis < 0 else axis
+
+    def infer(self, ins):
+        a = self._axis(ins)
+        first = ins[0].dims
+        total = 0
+        for k, x in enumerate(ins[:-1]):
+            d = x.dims
+            if len(d) != len(first):
+                raise fail_value(self.name, f"input {k} has rank {len(d)} but input 0 has rank {len(first)}")
+            for j in range(len(d)):
+                if j != a and d[j] != first[j]:
+                    raise fail_value(self.name, f"input {k} {list(d)} and input 0 {list(first)} differ in "
+                                                f"dimension {j} (only the axis {a} may differ)")
+            total += d[a]
+        return [tuple(first[:a]) + (total,) + tuple(first[a + 1:])]
+
+    def build(self, ins, outs):
+        a = self._axis(ins)
+        out = outs[0]
+        tensors = ins[:-1]
+        if out.type not in QUANT8 or all(x.scale == out.scale and x.zp == out.zp for x in tensors):
+            def kernel(i, o):
+                np.concatenate(i[:-1], axis=a, out=o[0])
+            return kernel
+        # requantize (reference: per input a float32 multiplier and bias, x * scale + bias
+        # rounded half away from zero, plus the output zeroPoint, saturated); signed tensors
+        # go through the unsigned domain (+128) like the reference.  Only 256 input values
+        # exist, so each input gets a lookup table built once here.
+        shift = 128 if out.type == Q8S else 0
+        inv = np.float32(1.0) / np.float32(out.scale)
+        codes = np.arange(256, dtype=np.int32) - shift          # every possible stored value
+        steps = []
+        start = 0
+        for x in tensors:
+            stop = start + x.dims[a]
+            where = axis_slice(a, slice(start, stop))
+            if x.scale == out.scale and x.zp == out.zp:
+                steps.append((where, None))
+            else:
+                sc = np.float32(np.float32(x.scale) * inv)
+                bias = np.float32(np.float32(-(x.zp + shift)) * sc)
+                v = (codes + shift).astype(np.float32) * sc + bias
+                r = round_half_away(v).astype(np.int64) + (out.zp + shift)
+                table = (np.clip(r, 0, 255) - shift).astype(out.dtype)
+                # index by the raw byte: uint8 view of int8 data maps -128..-1 to 128..255
+                lut = np.empty(256, out.dtype)
+                lut[(codes.astype(np.int64)) & 0xFF] = table
+                steps.append((where, lut))
+            start = stop
+
+        def kernel(i, o):
+            dst = o[0]
+            for x, (where, lut) in zip(i[:-1], steps):
+                if lut is None:
+                    dst[where] = x
+                else:
+                    dst[where] = lut[x.view(np.uint8)]
+        return kernel
+
+
+# ---- SPLIT ---------------------------------------------------------------------------------
+@register
+class Split(Op):
+    name = "SPLIT"
+    levels = LEVELS_FL3_INT
+
+    def validate(self, sig):
+        if len(sig.ins) != 3:
+            sig.fail(f"expected 3 inputs, got {len(sig.ins)}")
+        if len(sig.outs) < 1:
+            sig.fail("expected at least 1 output (one per split)")
+        t = tensor_of(sig, 0, self.levels, "tensor")
+        scalar_of(sig, 1, INT32, "axis")
+        scalar_of(sig, 2, INT32, "num_splits")
+        rank_in(sig, "input", 0, 1)
+        r = sig.ins[0].rank
+        for k in range(len(sig.outs)):
+            output_like(sig, k, sig.ins[0])
+            o = sig.outs[k].rank
+            if r is not None and o is not None and o != r:
+                sig.fail(f"output {k} has rank {o}, expected {r} (the rank of input 0)")
+        axis = scalar_int(sig.ins[1])
+        if axis is not None and r is not None and not -r <= axis < r:
+            sig.fail(f"input 1 (axis) {axis} is out of range [{-r}, {r})")
+        num = scalar_int(sig.ins[2])
+        if num is not None:
+            if num < 1:
+                sig.fail(f"input 2 (num_splits) must be positive, got {num}")
+            if num != len(sig.outs):
+                sig.fail(f"input 2 (num_splits) is {num} but the operation has {len(sig.outs)} outputs")
+        return self.levels[t]
+
+    def _params(self, ins):
+        dims = ins[0].dims
+        r = len(dims)
+        axis = scalar_int(ins[1])
+        num = scalar_int(ins[2])
+        if not -r <= axis < r:
+            raise fail_value(self.name, f"input 1 (axis) {axis} is out of range [{-r}, {r})")
+        if axis < 0:
+            axis += r
+        if num < 1:
+            raise fail_value(self.name, f"input 2 (num_splits) must be positive, got {num}")
+        if dims[axis] % num:
+            raise fail_value(self.name, f"input 2 (num_splits) {num} does not evenly divide dimension "
+                                        f"{axis} of input 0 {list(dims)}")
+        return axis, num
+
+    def infer(self, ins):
+        axis, num = self._params(ins)
+        d = list(ins[0].dims)
+        d[axis] //= num
+        return [tuple(d)] * num
+
+    def build(self, ins, outs):
+        axis, num = self._params(ins)
+        size = ins[0].dims[axis] // num
+        where = [axis_slice(axis, slice(k * size, (k + 1) * size)) for k in range(num)]
+
+        def kernel(i, o):
+            x = i[0]
+            for dst, w in zip(o, where):
+                dst[...] = x[w]
+        return kernel
+
+
+# ---- PACK ----------------------------------------------------------------------------------
+@register
+class Pack(Op):
+    name = "PACK"
+    levels = {F16: 6, F32: 6, Q8: 6, Q8S: 6, I32: 6}
+
+    def validate(self, sig):
+        n = len(sig.ins)
+        if n < 2:
+            sig.fail(f"expected at least 2 inputs (the axis, then one or more tensors), got {n}")
+        if len(sig.outs) != 1:
+            sig.fail(f"expected 1 output, got {len(sig.outs)}")
+        scalar_of(sig, 0, INT32, "axis")
+        t = tensor_of(sig, 1, self.levels, "tensor 1")
+        first = sig.ins[1]
+        for k in range(1, n):
+            present(sig, k, f"tensor {k}")
+            x = sig.ins[k]
+            if x.type != t:
+                sig.fail(f"input {k} has type {tname(x.type)}, expected {tname(t)} "
+                         f"(all input tensors must have the type of input 1)")
+            if t in QUANT8 and (x.scale != first.scale or x.zp != first.zp):
+                sig.fail(f"input {k} must have the scale and zeroPoint of input 1 ({first.scale}, {first.zp}), "
+                         f"got ({x.scale}, {x.zp})")
+            rank_in(sig, "input", k, 1)
+            if x.rank is not None and first.rank is not None and x.rank != first.rank:
+                sig.fail(f"input {k} has rank {x.rank} but input 1 has rank {first.rank}")
+            if x.dims is not None and first.dims is not None:
+                for j, (a, b) in enumerate(zip(x.dims, first.dims)):
+                    if a and b and a != b:
+                        sig.fail(f"input {k} dimension {j} is {a} but input 1 has {b} "
+                                 f"(all input tensors must have the same shape)")
+        output_like(sig, 0, first, "input 1")
+        r = first.rank
+        orank = sig.outs[0].rank
+        if r is not None and orank is not None and orank != r + 1:
+            sig.fail(f"output 0 has rank {orank}, expected {r + 1} (the rank of the inputs plus one)")
+        axis = scalar_int(sig.ins[0])
+        if axis is not None and r is not None and not 0 <= axis < r + 1:
+            sig.fail(f"input 0 (axis) {axis} is out of range [0, {r + 1})")
+        return 6
+
+    def _axis(self, ins):
+        r = len(ins[1].dims)
+        axis = scalar_int(ins[0])
+        if not 0 <= axis < r + 1:
+            raise fail_value(self.name, f"input 0 (axis) {axis} is out of range [0, {r + 1})")
+        return axis
+
+    def infer(self, ins):
+        axis = self._axis(ins)
+        first = tuple(ins[1].dims)
+        for k in range(2, len(ins)):
+            if tuple(ins[k].dims) != first:
+                raise fail_value(self.name, f"input {k} {list(ins[k].dims)} and input 1 {list(first)} differ "
+                                            f"(all input tensors must have the same shape)")
+        return [first[:axis] + (len(ins) - 1,) + first[axis:]]
+
+    def build(self, ins, outs):
+        axis = self._axis(ins)
+
+        def kernel(i, o):
+            np.stack(i[1:], axis=axis, out=o[0])
+        return kernel
+
+
+# ---- TILE ----------------------------------------------------------------------------------
+@register
+class Tile(Op):
+    name = "TILE"
+    value_inputs = (1,)
+    levels = LEVELS_FL3_INT
+
+    def validate(self, sig):
+        sig.count(2, 1)
+        t = tensor_of(sig, 0, self.levels, "tensor")
+        mult = int_tensor(sig, 1, "multiples")
+        rank_in(sig, "input", 0, 1)
+        output_like(sig, 0, sig.ins[0])
+        r = sig.ins[0].rank
+        orank = sig.outs[0].rank
+        if r is not None and orank is not None and orank != r:
+            sig.fail(f"output 0 has rank {orank}, expected {r} (the rank of input 0)")
+        n = known_len(mult)
+        if n is not None and r is not None and n != r:
+            sig.fail(f"input 1 (multiples) has {n} elements, expected {r} (the rank of input 0)")
+        vals = int_values(mult)
+        if vals is not None and any(v < 0 for v in vals):
+            sig.fail(f"input 1 (multiples) {vals} has a negative value")
+        return self.levels[t]
+
+    def _mult(self, ins):
+        r = len(ins[0].dims)
+        vals = int_values(ins[1])
+        if len(vals) != r:
+            raise fail_value(self.name, f"input 1 (multiples) has {len(vals)} elements, expected {r} "
+                                        f"(the rank of input 0)")
+        if any(v < 0 for v in vals):
+            raise fail_value(self.name, f"input 1 (multiples) {vals} has a negative value")
+        return vals
+
+    def infer(self, ins):
+        m = self._mult(ins)
+        return [tuple(d * k for d, k in zip(ins[0].dims, m))]
+
+    def build(self, ins, outs):
+        m = self._mult(ins)
+        dims = ins[0].dims
+        # output viewed as (m0, d0, m1, d1, ...) receives the input broadcast over the m axes
+        inter_out = tuple(v for pair in zip(m, dims) for v in pair)
+        inter_in = tuple(v for d in dims for v in (1, d))
+
+        def kernel(i, o):
+            dst = o[0]
+            if dst.size == 0:
+                return
+            try:
+                view = view_as(dst, inter_out)
+            except ValueError:
+                dst[...] = np.tile(i[0], m)
+                return
+            view[...] = i[0].reshape(inter_in)
+        return kernel
+
+
+# ---- REVERSE -------------------------------------------------------------------------------
+@register
+class Reverse(Op):
+    name = "REVERSE"
+    levels = {F16: 7, F32: 7, Q8: 7, Q8S: 7, I32: 7}
+    value_inputs = (1,)
+
+    def validate(self, sig):
+        sig.count(2, 1)
+        t = tensor_of(sig, 0, self.levels, "tensor")
+        ax = int_tensor(sig, 1, "axis")
+        if ax.dims is not None and ax.dims[0] and ax.dims[0] != 1:
+            sig.fail(f"input 1 (axis) must have shape [1], got {list(ax.dims)}")
+        rank_in(sig, "input", 0, 1, 8)
+        output_like(sig, 0, sig.ins[0])
+        r = sig.ins[0].rank
+        orank = sig.outs[0].rank
+        if r is not None and orank is not None and orank != r:
+            sig.fail(f"output 0 has rank {orank}, expected {r} (the rank of input 0)")
+        vals = int_values(ax)
+        if vals is not None and r is not None and not 0 <= vals[0] < r:
+            sig.fail(f"input 1 (axis) {vals[0]} is out of range [0, {r})")
+        return 7
+
+    def _axis(self, ins):
+        r = len(ins[0].dims)
+        vals = int_values(ins[1])
+        if len(vals) != 1:
+            raise fail_value(self.name, f"input 1 (axis) must have shape [1], got {len(vals)} elements")
+        if not 0 <= vals[0] < r:
+            raise fail_value(self.name, f"input 1 (axis) {vals[0]} is out of range [0, {r})")
+        return vals[0]
+
+    def infer(self, ins):
+        self._axis(ins)
+        return [tuple(ins[0].dims)]
+
+    def build(self, ins, outs):
+        axis = self._axis(ins)
+
+        def kernel(i, o):
+            np.copyto(o[0], np.flip(i[0], axis))
+        return kernel
+
+
+# ---- FILL ----------------------------------------------------------------------------------
+@register
+class Fill(Op):
+    name = "FILL"
+    value_inputs = (0,)
+    value_types = {F16: C.FLOAT16, F32: C.FLOAT32, I32: C.INT32}
+
+    def validate(self, sig):
+        sig.count(2, 1)
+        int_tensor(sig, 0, "dims")
+        out = sig.outs[0]
+        if out.type not in self.value_types:
+            sig.fail(f"output 0 has type {tname(out.type)}, expected {_names(self.value_types)}")
+        scalar_of(sig, 1, self.value_types[out.type], "value")
+        rank_in(sig, "output", 0, 1)
+        n = known_len(sig.ins[0])
+        if n is not None and out.rank is not None and out.rank != n:
+            sig.fail(f"output 0 has rank {out.rank} but input 0 (dims) has {n} elements")
+        vals = int_values(sig.ins[0])
+        if vals is not None and any(v < 0 for v in vals):
+            sig.fail(f"input 0 (dims) {vals} has a negative value")
+        return 4
+
+    def infer(self, ins):
+        vals = int_values(ins[0])
+        if not vals:
+            raise fail_value(self.name, "input 0 (dims) must have at least one element")
+        if any(v < 0 for v in vals):
+            raise fail_value(self.name, f"input 0 (dims) {vals} has a negative value")
+        return [tuple(vals)]
+
+    def build(self, ins, outs):
+        def kernel(i, o):
+            o[0][...] = i[1]
+        return kernel
+
+
+# ---- RANK ----------------------------------------------------------------------------------
+@register
+class Rank(Op):
+    name = "RANK"
+    in_types = (F16, F32, I32, Q8, C.TENSOR_QUANT16_SYMM, C.TENSOR_BOOL8, C.TENSOR_QUANT8_SYMM_PER_CHANNEL,
+                C.TENSOR_QUANT16_ASYMM, C.TENSOR_QUANT8_SYMM, Q8S)
+
+    def validate(self, sig):
+        sig.count(1, 1)
+        tensor_of(sig, 0, self.in_types, "tensor")
+        rank_in(sig, "input", 0, 1)
+        out = sig.outs[0]
+        if out.type != INT32:
+            sig.fail(f"output 0 has type {tname(out.type)}, expected INT32 (a scalar)")
+        return 4
+
+    def infer(self, ins):
+        return [()]
+
+    def build(self, ins, outs):
+        r = len(ins[0].dims)
+
+        def kernel(i, o):
+            o[0][...] = r
+        return kernel

@@ -1,1 +1,154 @@
-"""(not yet written)"""
+"""Element-wise functions of one tensor: ABS, NEG, EXP, LOG, SIN, SQRT, RSQRT, FLOOR.
+
+The output has the input's type and shape.  Float16 is computed in float32 and rounded
+once (numpy's half-precision loops do exactly that), as the reference does.  Quantized
+RSQRT (FL7) maps each of the 256 input bytes through the reference formula once in
+build(): dequantize in float32, 1 / sqrt(x) in float32, divide by the output scale,
+round half away from zero, add the zero point, clamp (x <= 0 gives the type's maximum).
+"""
+import numpy as np
+
+from .. import constants as C
+from .base import Op, register, value_error
+from .elementwise import check_present, dequant_table, take, type_name, QUANT8
+
+F16, F32, I32 = C.TENSOR_FLOAT16, C.TENSOR_FLOAT32, C.TENSOR_INT32
+Q8, Q8S = C.TENSOR_QUANT8_ASYMM, C.TENSOR_QUANT8_ASYMM_SIGNED
+
+
+class Unary(Op):
+    """One tensor -> one tensor of the same type and shape."""
+    type_levels = {F32: 3, F16: 3}
+    max_rank = None
+    ufunc = None
+    quiet = False          # silence numpy's floating-point warnings (domain errors -> NaN/inf)
+
+    def validate(self, sig):
+        sig.count(1, 1)
+        t = sig.types("input", 0, self.type_levels)
+        if sig.outs[0].type != t:
+            sig.fail(f"output 0 has type {type_name(sig.outs[0].type)}, expected {type_name(t)} "
+                     f"(same as input 0)")
+        check_present(sig)
+        if self.max_rank is not None:
+            sig.rank_between("input", 0, 1, self.max_rank)
+        if t in QUANT8:
+            self.check_quant(sig)
+        return self.type_levels[t]
+
+    def check_quant(self, sig):
+        sig.same_quant("output", 0, sig.ins[0])
+
+    def infer(self, ins):
+        if self.max_rank is not None and len(ins[0].dims) > self.max_rank:
+            raise value_error(f"{self.name}: input 0 has rank {len(ins[0].dims)}, expected at most "
+                              f"{self.max_rank}", at_runtime=False)
+        return [ins[0].dims]
+
+    def build(self, ins, outs):
+        f = self.ufunc
+        if self.quiet:
+            def k(i, o):
+                with np.errstate(all="ignore"):
+                    f(i[0], out=o[0])
+        else:
+            def k(i, o):
+                f(i[0], out=o[0])
+        return k
+
+
+@register
+class Abs(Unary):
+    name = "ABS"
+    type_levels = {F32: 3, F16: 3, I32: 4}
+    ufunc = staticmethod(np.absolute)       # INT32_MIN stays INT32_MIN (two's complement)
+
+
+@register
+class Neg(Unary):
+    name = "NEG"
+    type_levels = {F32: 3, F16: 3, I32: 3}
+    ufunc = staticmethod(np.negative)
+
+
+@register
+class Exp(Unary):
+    name = "EXP"
+    ufunc = staticmethod(np.exp)
+    quiet = True
+
+
+@register
+class Log(Unary):
+    name = "LOG"
+    ufunc = staticmethod(np.log)
+    quiet = True
+
+
+@register
+class Sin(Unary):
+    name = "SIN"
+    ufunc = staticmethod(np.sin)
+    quiet = True
+
+
+@register
+class Sqrt(Unary):
+    name = "SQRT"
+    ufunc = staticmethod(np.sqrt)
+    quiet = True
+
+
+@register
+class Floor(Unary):
+    name = "FLOOR"
+    type_levels = {F32: 1, F16: 3}
+    max_rank = 4
+    ufunc = staticmethod(np.floor)
+
+
+def _rsqrt_float(x, out):
+    with np.errstate(all="ignore"):
+        np.sqrt(x, out=out)
+        np.divide(np.float32(1.0), out, out=out)
+
+
+@register
+class Rsqrt(Unary):
+    name = "RSQRT"
+    type_levels = {F32: 3, F16: 3, Q8: 7, Q8S: 7}
+
+    def check_quant(self, sig):
+        pass       # the output's scale and zeroPoint may differ from the input's
+
+    def build(self, ins, outs):
+        t = ins[0].type
+        if t in QUANT8:
+            table = rsqrt_table(ins[0], outs[0])
+
+            def k(i, o):
+                take(table, i[0], o[0])
+            return k
+        if t == F16:
+            # 1 / sqrt(x) in float32, rounded to half once
+            def k(i, o):
+                with np.errstate(all="ignore"):
+                    o[0][...] = np.float32(1.0) / np.sqrt(i[0], dtype=np.float32)
+            return k
+
+        def k(i, o):
+            _rsqrt_float(i[0], o[0])
+        return k
+
+
+def rsqrt_table(src, dst):
+    """Byte -> quantized 1/sqrt of its real value, the reference's float32 arithmetic."""
+    x = dequant_table(src)
+    with np.errstate(all="ignore"):
+        r = np.float32(1.0) / np.sqrt(x)
+        r = r / np.float32(dst.scale)
+    r = r.astype(np.float64)
+    r = np.copysign(np.floor(np.abs(r) + 0.5), r) + dst.zp
+    lo, hi = np.iinfo(C.DTYPES[dst.type]).min, np.iinfo(C.DTYPES[dst.type]).max
+    r = np.where(np.isnan(r), hi, r)          # x < 0: NaN, which the reference clamps to max
+    return np.clip(r, lo, hi).astype(C.DTYPES[dst.type])
