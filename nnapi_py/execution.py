@@ -10,6 +10,7 @@ from .errors import NNError, bad_data, bad_state, null
 from .event import Event, pool
 from .operand import byte_size, merge_dims, dims_text
 from .memory import Memory
+from .ops.control import loop as _loop
 
 PREPARATION, COMPUTATION, COMPLETED = 0, 1, 2
 UINT64_MAX = 0xFFFFFFFFFFFFFFFF
@@ -176,6 +177,7 @@ class Execution:
                     if self.ins[k][5]:
                         raise NNError(C.OP_FAILED, f"model input {k} was omitted but {what} is not optional")
             deadline = time.monotonic_ns() + self.timeout if self.timeout else None
+            _loop.timeout = self.loop_timeout
             if QUIET_NUMPY:
                 status = self._compute(deadline)
             else:

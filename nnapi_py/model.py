@@ -129,8 +129,11 @@ class Model:
         ch = self.channel.get(i)
         inf = Info(self.types[i], self.dims[i], self.scales[i], self.zps[i], ch, None,
                    self.life[i] == NO_VALUE, i)
-        if with_value and self.life[i] in (CONST, CONST_REF):
-            inf.value = self.constant_array(i)
+        if with_value:
+            if self.life[i] in (CONST, CONST_REF):
+                inf.value = self.constant_array(i)
+            elif self.life[i] == SUBGRAPH:
+                inf.value = self.values[i]          # the referenced (finished) Model
         return inf
 
     def add_operation(self, code, ins, outs):

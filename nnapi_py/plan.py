@@ -69,8 +69,10 @@ class Plan:
                 shapes[i] = tuple(np.shape(inf.value)) if inf.type not in C.SCALAR_TYPES else ()
             elif model.life[i] == INPUT and inf.known or (inf.type in C.SCALAR_TYPES and model.life[i] == INPUT):
                 shapes[i] = tuple(inf.dims)
-        static = True
+        static = not any(node.op.control for node in self.nodes)
         for node in self.nodes:
+            if node.op.control:
+                continue
             ok = all(i in shapes or infos[i].omitted for i in node.ins)
             ok = ok and all(infos[node.ins[k]].value is not None or infos[node.ins[k]].omitted
                             for k in node.value_ins)
@@ -200,6 +202,22 @@ class Plan:
             if deadline is not None and time.monotonic_ns() > deadline:
                 raise NNError(C.MISSED_DEADLINE_TRANSIENT, "the execution timeout expired")
             ins_arr = [slots[i] for i in node.ins]
+            if node.op.control:
+                results = node.op.execute(node, ins_arr, deadline)
+                for o, r in zip(node.outs, results):
+                    d = tuple(np.shape(r))
+                    if not _compatible(infos[o].dims, d):
+                        raise op_failed(f"{node.name}: output shape {list(d)} for operand {o} conflicts with "
+                                        f"its declared dimensions {dims_text(infos[o].dims)}")
+                    k = out_pos.get(o)
+                    if k is not None:
+                        out_shapes[k] = d
+                        arr = out_provider(k, d, infos[o].dtype)
+                        arr[...] = r
+                        slots[o] = arr
+                    else:
+                        slots[o] = r
+                continue
             if not node.op.allow_zero_sized:
                 for k, a in enumerate(ins_arr):
                     if a is not None and np.ndim(a) and np.size(a) == 0:

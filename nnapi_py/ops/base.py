@@ -139,6 +139,8 @@ class Op:
     allow_zero_sized = False
     # input positions that may be omitted (NULL); None = not declared (no generic check)
     optional_inputs = None
+    # control flow (IF/WHILE): the plan calls execute(node, inputs, deadline) -> outputs
+    control = False
 
     def validate(self, sig):
         raise NotImplementedError

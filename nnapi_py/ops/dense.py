@@ -209,23 +209,24 @@ class OutputStage:
             self.has_right = self._arr([1 if e > 0 else 0 for e in right])
 
     def _try_float(self, q, left, right, bias_l, amax):
-        """float64 variant (5 passes instead of 8): with z = acc * q 2**-(31+e) + K 2**-(31+e) + zp
-        (K = bias q + 2**30 + [e>0] 2**(30+e)), reference = floor(z - [e>0][z < zp + 1/2] 2**-e).
-        Exact when acc*q < 2**53 (exact product), every constant is exact and every z that can
-        land inside the clamp range (|z| < 2**10) is computed without rounding: its resolution
-        2**-(31+e) must be >= the float64 ulp at 2**10, i.e. e <= 12.  Larger |z| may round but
-        rounding is monotonic, so they stay outside [lo, hi] and clamp the same."""
-        if any(left) or max(right) > 12 or max(abs(self.lo), abs(self.hi)) >= (1 << 9) \
+        """float64 variant (5 passes instead of 8): with S = 31 + e,
+            z = acc * (q 2**-S) + (bias q + 2**30 + [e>0] 2**(30+e)) 2**-S + zp,
+            reference = floor(z - [e>0][z < zp + 1/2] 2**-e)   (then clamped).
+        Exactness: q 2**-S is exact; acc * q 2**-S is exact while |acc q| < 2**53, i.e. while
+        |product| < R = 2**(22-e); the constant is exact (|K| < R/4 is required) and so is the
+        sum while it stays below R (resolution 2**-S).  With e <= 10, R >= 2**12: every z that
+        can land inside a quant8 clamp range (|z| < 2**9) is computed exactly, and any product
+        beyond R (possibly rounded; rounding is monotonic) gives |z| > 3R/4 > 2**9 on the same
+        side as the exact value, so it clamps identically.  No bound on acc is needed."""
+        if any(left) or max(right) > 10 or max(abs(self.lo), abs(self.hi)) >= (1 << 9) \
                 or abs(self.zp) >= (1 << 9):
             return False
         mf, kf, dl = [], [], []
         for c in range(len(q)):
             e = right[c]
             s = 31 + e
-            if amax * q[c] >= (1 << 53):
-                return False
             k = bias_l[c] * q[c] + (1 << 30) + ((1 << (30 + e)) if e > 0 else 0)
-            if abs(k) >= (1 << (53 - 1)) or abs(k) / 2.0 ** s >= 2.0 ** (22 - e - 1):
+            if abs(k) >= (1 << 52) or abs(k) / 2.0 ** s + abs(self.zp) >= 2.0 ** (20 - e):
                 return False
             mf.append(q[c] / 2.0 ** s)        # exact: a 31-bit integer times a power of two
             kf.append(k / 2.0 ** s + self.zp)  # exact: |k| < 2**52 and the zp shift fits

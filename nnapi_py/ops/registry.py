@@ -10,6 +10,7 @@ _MODULES = (
     "elementwise", "unary", "activation", "normalization", "convert",   # family 1
     "conv", "dense", "pool", "resize", "spatial",                          # family 2
     "shape", "slicing", "reduce", "gather",                                # family 3
+    "control",                                                             # IF, WHILE
 )
 
 for _m in _MODULES:
