@@ -9,7 +9,6 @@ from .cffi_util import view_array
 from .errors import NNError, bad_data, bad_state, null
 from .event import Event, pool
 from .operand import byte_size, merge_dims, dims_text
-from .memory import Memory
 from .ops.control import loop as _loop
 
 PREPARATION, COMPUTATION, COMPLETED = 0, 1, 2

@@ -180,8 +180,6 @@ class Plan:
         out_provider(k, shape, dtype) returns the array to write model output k into.
         Returns the shapes of the model outputs.
         """
-        import time
-        infos = self.infos
         slots = list(self.template)
         for i, a in zip(self.inputs, in_arrays):
             slots[i] = a

@@ -25,6 +25,7 @@ import numpy as np
 from .. import constants as C
 from .base import Op, register, value_error
 from . import quant as Q
+from .quant import quantize_value
 from .elementwise import broadcast_shape
 
 F16, F32 = C.TENSOR_FLOAT16, C.TENSOR_FLOAT32
@@ -112,12 +113,6 @@ def float_kernel(fn, out_dtype):
     return k
 
 
-def codes_for(dtype):
-    """The 256 integer values of an 8-bit type ordered by their bit pattern (index = x.view(uint8))."""
-    c = np.arange(256, dtype=np.uint8)
-    return (c.view(np.int8) if np.dtype(dtype) == np.int8 else c).astype(np.int64)
-
-
 def lut_kernel(table):
     """Element-wise 8-bit kernel from a 256-entry table indexed by the input's bit pattern."""
     def k(i, o):
@@ -128,42 +123,9 @@ def lut_kernel(table):
     return k
 
 
-def round_half_away(v):
-    """std::round on a float array, exactly: trunc(v) + sign(v) where |v - trunc(v)| >= 0.5.
-
-    (Adding copysign(0.5, v) before truncating is wrong for the largest float below 0.5, whose
-    sum with 0.5 rounds up to 1.)  Returns a new array of v's float type."""
-    t = np.trunc(v)
-    frac = np.subtract(v, t)
-    np.abs(frac, out=frac)
-    np.copysign(frac >= 0.5, v, out=frac)
-    t += frac
-    return t
-
-
-def requantize_into(out, real, scale, zp):
-    """out[...] = clamp(round_half_away(real / scale) + zp) to out's integer range (float64)."""
-    lo, hi = Q.qrange_of_dtype(out.dtype)
-    v = round_half_away(np.divide(real, scale, dtype=np.float64))
-    v += zp
-    np.clip(v, lo, hi, out=v)
-    out[...] = v
-
-
 def quant_table(inp, out, real_fn):
     """256-entry table: requantize real_fn(dequantized input code) to the output's parameters."""
-    codes = codes_for(inp.dtype)
-    real = real_fn((codes - inp.zp).astype(np.float64) * inp.scale)
-    tab = np.empty(256, out.dtype)
-    requantize_into(tab, real, out.scale, out.zp)
-    return tab
-
-
-def quantize_value(v, scale, zp, dtype):
-    """The reference's quantize(f) = zp + (int)std::round(f / scale) (float32 division), saturated."""
-    q = float(round_half_away(np.array([np.float32(v) / np.float32(scale)]))[0]) + zp
-    lo, hi = Q.qrange_of_dtype(dtype)
-    return int(min(max(q, lo), hi))
+    return Q.unary_table(inp.dtype, inp.scale, inp.zp, out.dtype, out.scale, out.zp, real_fn)
 
 
 # ---- RELU family, LOGISTIC, TANH, HARD_SWISH, ELU ---------------------------------------------

@@ -10,7 +10,10 @@ quantized values, zero padding).  The arithmetic:
   pre-packed at build() as a [KH*KW*C, O] matrix (GROUPED: a batch of per-group matrices);
   a 1x1 stride-1 convolution is a single matmul on the input itself.
 * DEPTHWISE_CONV_2D: a sum over the KH*KW taps of shifted input slices times per-channel
-  weights (the depth multiplier as a broadcast axis), per block of rows.
+  weights, per block of rows; the weights are tiled along a whole output row at build() so
+  every multiply-add runs over long contiguous rows; a stride is handled by splitting the
+  padded input into width phases (a strided tap becomes a contiguous slice); a depth
+  multiplier repeats the input channels once.
 * TRANSPOSE_CONV_2D: one matmul input[N*H*W, C] x filter[C, KH*KW*O], then the taps are
   scatter-added with strided slices into the full output and the padding is cropped.
 
@@ -25,7 +28,7 @@ from .base import Op, register, value_error
 from . import quant as Q
 from .padding import implicit_padding, out_size, window_view
 from .dense import (F16, F32, I32, Q8, Q8S, QPC, FLOATS, Derived, OutputStage, centered_max,
-                    check_bias_quant, check_fuse, check_rank, scale_product, tname)
+                    check_bias_quant, check_fuse, check_rank, exact_dtype, scale_product, tname)
 
 BOOL, INT32 = C.BOOL, C.INT32
 _BLOCK_BYTES = 1 << 20          # working-set target of one block of output rows
@@ -58,7 +61,6 @@ class ConvBase(Op):
     """Shared validation and shape logic; subclasses define the layout of their inputs,
     the filter geometry and the kernels."""
     extra_name = None            # "depth multiplier" / "number of groups"
-    has_dilation = False
     layout_required = False
     channel_dim = 0              # per-channel quantization axis of the filter
     base_level = 1
@@ -185,8 +187,6 @@ class ConvBase(Op):
                 and len(w.channel.scales) != w.dims[self.out_axis]:
             sig.fail(f"input 1 (filter): {len(w.channel.scales)} per-channel scales for "
                      f"{w.dims[self.out_axis]} output channels")
-        if w.rank == 4 and w.dims[1] == 0 and w.value is not None:
-            pass
         lay = sig.ins[L.layout] if L.layout is not None else None
         if x.rank == 4 and w.rank == 4 and (lay is None or lay.value is not None):
             nchw = lay is not None and bool(lay.value)
@@ -200,7 +200,8 @@ class ConvBase(Op):
 
     # -- geometry --
     def params(self, ins, L):
-        """(nchw, (pt, pb, pl, pr), (sh, sw), (dh, dw), fuse) with implicit padding resolved."""
+        """(nchw, (n, h, w, c), (pt, pb, pl, pr), (sh, sw), (dh, dw), fuse), implicit padding
+        resolved; value errors for out-of-range parameters."""
         nchw = self.nchw(ins, L)
         x = ins[0].dims
         n, h, w_, c = (x[0], x[2], x[3], x[1]) if nchw else tuple(x)
@@ -343,13 +344,12 @@ class _Epilogue:
 class _Packed:
     """A filter prepared for one op: matrix (or taps) in the compute dtype, and for quantized
     filters the bound of |partial sums| (to choose float32/float64 and check int64 headroom)."""
-    __slots__ = ("mat", "dtype", "bound", "extra")
+    __slots__ = ("mat", "dtype", "bound")
 
-    def __init__(self, mat, dtype, bound, extra=None):
+    def __init__(self, mat, dtype, bound):
         self.mat = mat
         self.dtype = dtype
         self.bound = bound
-        self.extra = extra
 
 
 def _center_filter(w, info):
@@ -360,18 +360,12 @@ def _center_filter(w, info):
     return wf
 
 
-def _exact_dtype(bound):
-    return np.float32 if bound < float(1 << 24) else np.float64
-
-
 class _QuantSetup:
-    """Everything a quantized kernel needs besides the filter: input zero point and range,
-    requantization multipliers, activation range."""
+    """What a quantized kernel needs besides the filter: requantization multipliers (per
+    channel for a per-channel filter) and the activation range of the output."""
 
     def __init__(self, ins, outs, fuse):
         x, w, out = ins[0], ins[1], outs[0]
-        self.x_zp = x.zp
-        self.xmax = centered_max(x.type, x.zp)
         self.reals = _filter_real_scales(x, w, out)
         self.out = out
         self.lo, self.hi = Q.activation_range(fuse, out.scale, out.zp, out.type)
@@ -470,7 +464,7 @@ def _conv_like_build(op, ins, outs, L, groups_of=None):
             wf = _center_filter(wv, wi)
             bound = float(centered_max(ins[0].type, ins[0].zp)) * float(np.abs(wf).reshape(o, -1).sum(1).max()) \
                 if wf.size else 0.0
-            dtype = _exact_dtype(bound)
+            dtype = exact_dtype(bound)
         if groups == 1:
             mat = np.ascontiguousarray(wf.reshape(o, -1).T, dtype=dtype)               # [KH*KW*C, O]
         else:
@@ -506,7 +500,6 @@ def _conv_like_build(op, ins, outs, L, groups_of=None):
 @register
 class Conv2D(ConvBase):
     name = "CONV_2D"
-    has_dilation = True
     allow_zero_sized = True
     out_axis = 0
 
@@ -625,7 +618,6 @@ class GroupedConv2D(ConvBase):
 class DepthwiseConv2D(ConvBase):
     name = "DEPTHWISE_CONV_2D"
     extra_name = "depth multiplier"
-    has_dilation = True
     channel_dim = 3
     out_axis = 3
 
@@ -703,7 +695,7 @@ class DepthwiseConv2D(ConvBase):
                 wf = _center_filter(wv, wi)
                 bound = float(centered_max(ins[0].type, ins[0].zp)) * \
                     float(np.abs(wf).reshape(-1, o).sum(0).max()) if wf.size else 0.0
-                dtype = _exact_dtype(bound)
+                dtype = exact_dtype(bound)
             # one row of weights per tap, tiled along a whole output row: [KH*KW, OW*O]
             taps = np.tile(wf.reshape(kh * kw, o).astype(dtype), (1, ow))
             return _Packed(np.ascontiguousarray(taps), dtype, bound)
@@ -852,7 +844,7 @@ class TransposeConv2D(ConvBase):
                 # an output element sums at most all taps of all input channels
                 bound = float(centered_max(ins[0].type, ins[0].zp)) * \
                     float(np.abs(wf).reshape(o, -1).sum(1).max()) if wf.size else 0.0
-                dtype = _exact_dtype(bound)
+                dtype = exact_dtype(bound)
             mat = np.ascontiguousarray(wf.transpose(3, 1, 2, 0).reshape(c, kh * kw * o), dtype=dtype)
             return _Packed(mat, dtype, bound)
 

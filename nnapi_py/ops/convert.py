@@ -19,7 +19,8 @@ import numpy as np
 from .. import constants as C
 from .base import Op, register, value_error
 from . import quant as Q
-from .activation import check_same_shape, round_half_away
+from .activation import check_same_shape
+from .quant import round_half_away
 
 F16, F32, I32 = C.TENSOR_FLOAT16, C.TENSOR_FLOAT32, C.TENSOR_INT32
 Q8, Q8S = C.TENSOR_QUANT8_ASYMM, C.TENSOR_QUANT8_ASYMM_SIGNED

@@ -4,10 +4,10 @@ This module also holds the helpers the convolution family (conv.py) shares with 
 layers:
 
 * ``OutputStage`` -- the requantization of int32 accumulators to a quant8 output with the
-  reference rounding of quant.py, vectorised and per-channel capable, in a few int64 passes
-  (the rounding constants, bias and output zero point are folded into one additive term);
-* ``exact_matmul_dtype`` -- whether an integer-valued product can be computed exactly by
-  float32 BLAS or needs float64;
+  reference rounding of quant.py, vectorised and per-channel capable, in five float64 passes
+  in the usual case (rounding constants, bias and output zero point folded into one term);
+* ``exact_dtype`` -- whether an integer-valued product can be computed exactly by float32
+  BLAS or needs float64;
 * ``Derived`` -- a value derived from an operand (e.g. a packed filter), computed once at
   build time when the operand is a constant and recomputed per call otherwise;
 * the validation helpers for fused activations and biases of quantized layers.
@@ -21,11 +21,9 @@ from . import quant as Q
 F16, F32, I32 = C.TENSOR_FLOAT16, C.TENSOR_FLOAT32, C.TENSOR_INT32
 Q8, Q8S = C.TENSOR_QUANT8_ASYMM, C.TENSOR_QUANT8_ASYMM_SIGNED
 QPC = C.TENSOR_QUANT8_SYMM_PER_CHANNEL
-QUANT8 = (Q8, Q8S)
 FLOATS = (F32, F16)
 
 _EXACT_F32 = float(1 << 24)      # integers below this are exact float32 sums
-_EXACT_F64 = float(1 << 53)
 
 
 def tname(t):
@@ -40,13 +38,6 @@ def check_fuse(sig, idx):
     f = sig.scalar_value(idx)
     if f is not None and f not in (0, 1, 2, 3):
         sig.fail(f"input {idx} (fused activation) must be a FuseCode 0..3, got {f}")
-
-
-def check_scalar(sig, idx, t, what):
-    if sig.ins[idx].type != t:
-        sig.fail(f"input {idx} ({what}) has type {tname(sig.ins[idx].type)}, expected {tname(t)}")
-    if sig.ins[idx].omitted:
-        sig.fail(f"input {idx} ({what}) is required and cannot be omitted")
 
 
 def check_rank(sig, where, idx, rank, what):
@@ -119,30 +110,35 @@ def centered_max(type_code, zp):
     return max(hi - zp, zp - lo)
 
 
-def exact_matmul_dtype(xmax, w_abs_colsum_max):
-    """float32 when every partial sum of x·w (|x| <= xmax) stays below 2**24, else float64."""
-    bound = float(xmax) * float(w_abs_colsum_max)
-    if bound < _EXACT_F32:
-        return np.float32
-    if bound < _EXACT_F64:
-        return np.float64
-    return None
+def exact_dtype(bound):
+    """BLAS dtype whose sums of integer products are exact when every partial sum is bounded
+    by `bound`: float32 below 2**24, else float64 (exact below 2**53, far beyond any quant8
+    layer: 255 * 255 * K < 2**53 for K < 10**11)."""
+    return np.float32 if bound < _EXACT_F32 else np.float64
 
 
 # ---- requantization ------------------------------------------------------------------------------
 class OutputStage:
-    """int32 accumulators -> quant8 output, bit-exact with quant.multiply_by_quantized_multiplier.
+    """int32 accumulators -> quant8 output, bit-exact with quant.multiply_by_quantized_multiplier
+    (the reference's fixed-point requantization), vectorised, per-tensor or per-channel.
 
     With (q, shift) = quant.quantize_multiplier(real), left = max(shift, 0), e = max(-shift, 0):
         reference(x) = RDBPOT(SRDHM(x << left, q), e)
     SRDHM(x, q) = floor((x*q + 2**30) / 2**31) for q >= 0, and RDBPOT(r, e) =
     floor((r + 2**(e-1) - [r < 0]) / 2**e); nested floor divisions by powers of two give
         reference(x) = floor((x*q + 2**30 + [e>0] (2**(30+e) - [x*q + 2**30 < 0] 2**31)) / 2**(31+e)).
-    The bias (x = acc + bias), the output zero point and, per channel, a common shift (numerator
-    and denominator scaled by 2**(E-e)) are folded into the constants, so the hot path is:
-    cast, multiply, add, shift by 31, compare + subtract (the [.. < 0] term), shift, clamp, store.
-    reals and bias may be per channel (1-D, along the last axis of acc).
-    acc_bound: a bound on |acc| (default: the int32 range) for the int64 headroom check.
+    The bias (x = acc + bias) and the output zero point are folded into the additive constant.
+    Three evaluations, chosen once:
+      "float"   float64, exact for the values that matter (see _try_float): multiply, add,
+                floor, clamp, store -- the usual case;
+      "int64"   the formula above in int64 with one common denominator 2**(31+E) for all
+                channels: cast, multiply, add, >> 31, [< 0] correction, >> E, clamp, store;
+      "general" the two reference steps literally, per-channel vectors (multipliers > 1,
+                multipliers >= 1/2 mixed with smaller ones, int64 headroom exceeded).
+    The [.. < 0] correction only changes results <= zp, so it is skipped when the lower clamp is
+    >= zp (ReLU, ReLU6).  Per-channel vectors are tiled along whole output rows (numpy's inner
+    loops are slow on a short broadcast axis).  acc_bound bounds |acc| for the int64 headroom
+    check (default: the int32 range).
     """
 
     def __init__(self, reals, zp, lo, hi, bias=None, acc_bound=None):
@@ -158,47 +154,12 @@ class OutputStage:
             left.append(max(s, 0))
             right.append(max(-s, 0))
         self.lo, self.hi, self.zp = int(lo), int(hi), int(zp)
+        self._tiles = {}
         amax = (1 << 31) if acc_bound is None else int(acc_bound) + 1
-        self.mode = "fast"
-        E = max(right)
-        if any(left) or (E > 0 and min(right) == 0):
-            self.mode = "slow"
-        if self._try_float(q, left, right, bias_l, amax):
+        if self._try_float(q, left, right, bias_l):
             return
-        else:
-            # common denominator 2**(31+E); one rounding-correction threshold for all channels
-            S = 31 + E
-            K, qq, corr = [], [], []
-            for c in range(nch):
-                m = E - right[c]
-                qc = q[c] << m
-                k = (bias_l[c] * q[c] + (1 << 30)) << m
-                if E > 0:
-                    k += 1 << (30 + E)
-                k += self.zp << S
-                if (amax + abs(bias_l[c])) * qc + abs(k) + (abs(self.zp) + 2) * (1 << S) >= (1 << 62):
-                    self.mode = "slow"
-                    break
-                K.append(k)
-                qq.append(qc)
-                corr.append(1 << m)
-            if self.mode == "fast":
-                self.q = self._arr(qq)
-                self.K = self._arr(K)
-                self.E = np.int64(E)
-                # x*q + 2**30 < 0  <=>  p < 2**(30+E) + zp * 2**S  <=>  (p >> 31) < thr
-                self.thr = np.int64(((1 << (30 + E)) + (self.zp << S)) >> 31) if E > 0 else None
-                # the correction only changes results that are <= zp before clamping (the
-                # rounding of negative values), which a lower clamp >= zp maps to lo anyway
-                self.need_neg = self.thr is not None and self.lo < self.zp
-                # the [.. < 0] term is 2**31 before scaling, 2**(31+m) after: 2**m once shifted by 31
-                self.corr = None if all(v == 1 for v in corr) else self._arr(corr)
-                self.nvec = max((len(a) for a in (self.q, self.K, self.corr) if isinstance(a, np.ndarray)),
-                                default=0)
-                self._tiles = {}
-        if self.mode == "slow":
-            # general path (multipliers >= 0.5 mixed with smaller ones, multipliers > 1, huge
-            # values): the two reference steps, per channel vectors
+        if not self._try_int64(q, left, right, bias_l, amax):
+            self.mode = "general"
             self.bias_arr = self._arr(bias_l)
             self.q = self._arr(q)
             self.left = self._arr(left)
@@ -208,7 +169,39 @@ class OutputStage:
             self.half = self._arr([(1 << (e - 1)) if e > 0 else 0 for e in right])
             self.has_right = self._arr([1 if e > 0 else 0 for e in right])
 
-    def _try_float(self, q, left, right, bias_l, amax):
+    def _try_int64(self, q, left, right, bias_l, amax):
+        E = max(right)
+        if any(left) or (E > 0 and min(right) == 0):
+            return False
+        # common denominator 2**(31+E): numerator and denominator of channel c scaled by 2**(E-e)
+        S = 31 + E
+        K, qq, corr = [], [], []
+        for c in range(len(q)):
+            m = E - right[c]
+            qc = q[c] << m
+            k = (bias_l[c] * q[c] + (1 << 30)) << m
+            if E > 0:
+                k += 1 << (30 + E)
+            k += self.zp << S
+            if (amax + abs(bias_l[c])) * qc + abs(k) + (abs(self.zp) + 2) * (1 << S) >= (1 << 62):
+                return False
+            K.append(k)
+            qq.append(qc)
+            corr.append(1 << m)
+        self.mode = "int64"
+        self.q = self._arr(qq)
+        self.K = self._arr(K)
+        self.E = np.int64(E)
+        # x*q + 2**30 < 0  <=>  p < 2**(30+E) + zp * 2**S  <=>  (p >> 31) < thr
+        self.thr = np.int64(((1 << (30 + E)) + (self.zp << S)) >> 31) if E > 0 else None
+        self.need_neg = self.thr is not None and self.lo < self.zp
+        # the [.. < 0] term is 2**31 before scaling, 2**(31+m) after: 2**m once shifted by 31
+        self.corr = None if all(v == 1 for v in corr) else self._arr(corr)
+        self.nvec = max((len(a) for a in (self.q, self.K, self.corr) if isinstance(a, np.ndarray)),
+                        default=0)
+        return True
+
+    def _try_float(self, q, left, right, bias_l):
         """float64 variant (5 passes instead of 8): with S = 31 + e,
             z = acc * (q 2**-S) + (bias q + 2**30 + [e>0] 2**(30+e)) 2**-S + zp,
             reference = floor(z - [e>0][z < zp + 1/2] 2**-e)   (then clamped).
@@ -240,7 +233,6 @@ class OutputStage:
         self.need_neg = self.lo < self.zp and any(dl)
         self.nvec = max((len(a) for a in (self.q, self.K, self.corr) if isinstance(a, np.ndarray)),
                         default=0)
-        self._tiles = {}
         return True
 
     def _float(self, acc, out):
@@ -274,14 +266,14 @@ class OutputStage:
         (or reshapeable to it); writes the clamped quantized result into out."""
         if self.mode == "float":
             return self._float(acc, out)
-        if self.mode == "slow":
-            return self._slow(acc, out)
+        if self.mode == "general":
+            return self._general(acc, out)
         if acc.dtype == np.int64 and acc.flags.c_contiguous:
             p = acc
-        elif acc.dtype == np.int32:
-            p = acc.astype(np.int64)
+        elif acc.dtype == np.float32:
+            p = acc.astype(np.int32).astype(np.int64)    # exact below 2**24: faster than one cast
         else:
-            p = acc.astype(np.int32).astype(np.int64)
+            p = acc.astype(np.int64)
         q, K, corr = self.q, self.K, self.corr
         v = p
         if self.nvec and p.ndim >= 3 and p.shape[-2] > 1:
@@ -317,7 +309,7 @@ class OutputStage:
                 self._tiles[tile] = t
         return t
 
-    def _slow(self, acc, out):
+    def _general(self, acc, out):
         x = np.asarray(acc).astype(np.int64) + self.bias_arr
         if self.any_left:
             x <<= self.left
@@ -334,37 +326,25 @@ class OutputStage:
 
 
 # ---- quantized GEMM -----------------------------------------------------------------------------
-def quant_weights(w, zp, dtype_hint=None):
-    """Centered weights w - zp as float32/float64 (exact) and max over output rows of sum |w'|
-    (w: [num_units, K])."""
-    wc = w.astype(np.float32)
-    if zp:
-        wc -= np.float32(zp)
-    colsum = float(np.abs(wc).sum(axis=1).max()) if wc.size else 0.0
-    return wc, colsum
-
-
 class QuantGemm:
-    """acc[b, n] = sum_k (x[b, k] - zx) * wc[n, k], exact, via BLAS.
+    """acc[b, n] = sum_k (x[b, k] - zx) * (w[n, k] - zw), exact, via BLAS.
 
-    The filter side is prepared once (transposed to [K, N] in the narrowest exact dtype)."""
+    The weights are prepared once: centred, transposed to [K, N], in the narrowest dtype whose
+    sums are exact for the bound max|x - zx| * max_n sum_k |w[n, k] - zw|."""
 
     def __init__(self, w2d, w_zp, x_type, x_zp):
-        wc, colsum = quant_weights(w2d, w_zp)
-        self.xmax = centered_max(x_type, x_zp)
-        self.dtype = exact_matmul_dtype(self.xmax, colsum) or np.float64
+        wc = w2d.astype(np.float64) - w_zp
+        colsum = float(np.abs(wc).sum(axis=1).max()) if wc.size else 0.0
+        self.bound = centered_max(x_type, x_zp) * colsum
+        self.dtype = exact_dtype(self.bound)
         self.wt = np.ascontiguousarray(wc.T, dtype=self.dtype)       # [K, N]
-        self.bound = self.xmax * colsum
         self.x_zp = x_zp
 
-    def center(self, x):
-        xc = x.astype(self.dtype)
+    def __call__(self, x2d):
+        xc = x2d.astype(self.dtype)
         if self.x_zp:
             xc -= self.dtype(self.x_zp)
-        return xc
-
-    def __call__(self, x2d):
-        return np.matmul(self.center(x2d), self.wt)
+        return np.matmul(xc, self.wt)
 
 
 # ---- FULLY_CONNECTED ------------------------------------------------------------------------------
@@ -571,7 +551,7 @@ class BatchMatmul(Op):
         real = scale_product(xa.scale, ya.scale) / out.scale
         lo, hi = Q.qrange(out.type)
         bound = centered_max(t, xa.zp) * centered_max(t, ya.zp) * max(k_dim, 1)
-        dt = np.float32 if bound < _EXACT_F32 else np.float64
+        dt = exact_dtype(bound)
         stage = OutputStage(real, out.zp, lo, hi, acc_bound=bound)
         za, zb = dt(xa.zp), dt(ya.zp)
 

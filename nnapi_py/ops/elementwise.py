@@ -15,7 +15,6 @@ reference's float requantization) once over the whole input domain -- 256 entrie
 one operand, 256 x 256 for two -- and the kernel is a single table lookup written into the
 output buffer.  The results are bit-identical to evaluating the formula per element.
 """
-import math
 
 import numpy as np
 
@@ -64,72 +63,24 @@ def type_name(t):
     return C.TYPE_NAMES.get(t, str(t))
 
 
-def domain(t):
-    """All 256 values of an 8-bit type, ordered by their byte pattern (index = byte)."""
-    return np.arange(256, dtype=np.uint16).astype(np.uint8).view(C.DTYPES[t]).astype(np.int64)
-
-
-def as_bytes(a):
-    """The byte pattern of an 8-bit array (a view, no copy): the index into a table."""
-    return a.view(np.uint8)
-
-
-def round_half_away(x):
-    """std::round on a float array: halves go away from zero (exact for float32/64 input)."""
-    x = np.asarray(x, np.float64)
-    return np.copysign(np.floor(np.abs(x) + 0.5), x)
-
-
-def activation_range(fuse, scale, zp, t):
-    """Integer clamp range of a FuseCode in the output's quantized domain.
-
-    As the reference computes it: zp + round(f / scale) with f / scale evaluated in float32
-    and std::round (half away from zero).  (quant.activation_range rounds with Python's
-    round(), half to even, in double precision: see the report to the lead.)
-    """
-    lo, hi = Q.qrange(t)
-
-    def q(v):
-        r = float(np.float32(v) / np.float32(scale))
-        return zp + int(math.copysign(math.floor(abs(r) + 0.5), r))
-
-    if fuse == C.FUSED_RELU:
-        lo = max(lo, q(0.0))
-    elif fuse == C.FUSED_RELU1:
-        lo, hi = max(lo, q(-1.0)), min(hi, q(1.0))
-    elif fuse == C.FUSED_RELU6:
-        lo, hi = max(lo, q(0.0)), min(hi, q(6.0))
-    return lo, hi
-
-
 def dequant_table(inf):
-    """float32 real value of every byte of an 8-bit operand: (q - zp) * scale in float32."""
-    return (domain(inf.type) - inf.zp).astype(np.float32) * np.float32(inf.scale)
+    """float32 real value of every byte of an 8-bit operand (quant.dequant_table of an Info)."""
+    return Q.dequant_table(inf.type, inf.scale, inf.zp)
 
 
 def requant_table(src, dst):
-    """Byte -> value of dst's type: the reference requantize() (float32 dequantization,
-    double division, clamp, round half away from zero)."""
-    real = dequant_table(src).astype(np.float64)
-    v = real / float(dst.scale) + dst.zp
-    lo, hi = Q.qrange(dst.type)
-    v = np.clip(v, lo, hi)
-    return round_half_away(v).astype(C.DTYPES[dst.type])
+    """Byte of src -> value of dst's type (quant.requant_table of two Infos)."""
+    return Q.requant_table(src.type, src.scale, src.zp, dst.type, dst.scale, dst.zp)
 
 
 def is_identity_requant(src, dst):
     return src.type == dst.type and src.scale == dst.scale and src.zp == dst.zp
 
 
-def take(table, a, out):
-    """out[...] = table[byte of a] (one gather, written into out)."""
-    np.take(table, as_bytes(a), out=out, mode="wrap")
-
-
 def pair_index(a, b):
     """Index (byte(a) << 8 | byte(b)) of the broadcast pair, for a 256 x 256 table."""
-    ia = np.left_shift(as_bytes(a), 8, dtype=np.uint16)
-    return np.bitwise_or(ia, as_bytes(b), dtype=np.uint16)
+    ia = np.left_shift(Q.as_bytes(a), 8, dtype=np.uint16)
+    return np.bitwise_or(ia, Q.as_bytes(b), dtype=np.uint16)
 
 
 def fuse_value(name, ins, idx):
@@ -243,11 +194,11 @@ def _add_sub_table(a, b, out, fuse, negate_second):
     mo = Q.Requant(twice_max / ((1 << left_shift) * out.scale))
     if negate_second:
         m2.q = -m2.q
-    s1 = m1((domain(a.type) - a.zp) << left_shift)
-    s2 = m2((domain(b.type) - b.zp) << left_shift)
+    s1 = m1((Q.byte_codes(C.DTYPES[a.type]) - a.zp) << left_shift)
+    s2 = m2((Q.byte_codes(C.DTYPES[b.type]) - b.zp) << left_shift)
     raw = s1[:, None] + s2[None, :]
     acc = mo(raw.ravel()) + out.zp
-    lo, hi = activation_range(fuse, out.scale, out.zp, out.type)
+    lo, hi = Q.activation_range(fuse, out.scale, out.zp, out.type)
     return np.clip(acc, lo, hi).astype(C.DTYPES[out.type])
 
 
@@ -286,10 +237,10 @@ class Mul(Binary):
         # the reference forms the input product scale in float32, the ratio in double
         prod = float(np.float32(a.scale) * np.float32(b.scale))
         m = Q.Requant(prod / out.scale)
-        va = domain(a.type) - a.zp
-        vb = domain(b.type) - b.zp
+        va = Q.byte_codes(C.DTYPES[a.type]) - a.zp
+        vb = Q.byte_codes(C.DTYPES[b.type]) - b.zp
         acc = m((va[:, None] * vb[None, :]).ravel()) + out.zp
-        lo, hi = activation_range(fuse, out.scale, out.zp, out.type)
+        lo, hi = Q.activation_range(fuse, out.scale, out.zp, out.type)
         return np.clip(acc, lo, hi).astype(C.DTYPES[out.type])
 
 
@@ -539,7 +490,7 @@ class Select(Op):
             if tb is None:
                 np.copyto(out, i[2])
             else:
-                take(tb, i[2], out)
-            x = i[1] if ta is None else np.take(ta, as_bytes(i[1]), mode="wrap")
+                Q.take(tb, i[2], out)
+            x = i[1] if ta is None else np.take(ta, Q.as_bytes(i[1]), mode="wrap")
             np.copyto(out, x, where=i[0])     # a non-zero BOOL8 byte selects input 1
         return k

@@ -12,8 +12,8 @@ import numpy as np
 from .. import constants as C
 from .base import Op, register, value_error
 from .activation import (F16, F32, Q8, Q8S, FLOATS, QUANT8, check_axis_input, check_same_shape,
-                         check_scalar, float_kernel, optional_value, requantize_into, resolve_axis,
-                         scalar_for)
+                         check_scalar, float_kernel, optional_value, resolve_axis, scalar_for)
+from .quant import requantize_into
 
 
 def _axis_and_rank_level(sig, n_with_axis, axis_idx, level):

@@ -142,3 +142,75 @@ def store(out, acc, lo, hi):
     """Clamp an integer accumulator to [lo, hi] and write it into out."""
     np.clip(acc, lo, hi, out=acc)
     out[...] = acc
+
+
+# ---- exact rounding and 256-entry tables (8-bit operands) -----------------------------------
+def round_half_away(v):
+    """std::round on a float array, exactly: trunc(v) + sign(v) where |v - trunc(v)| >= 0.5.
+
+    (Adding copysign(0.5, v) before truncating is wrong for the largest float below 0.5,
+    whose sum with 0.5 rounds up to 1.)  Returns a new array of v's float type."""
+    v = np.asarray(v)
+    if v.dtype.kind != "f":
+        v = v.astype(np.float64)
+    t = np.trunc(v)
+    frac = np.subtract(v, t)
+    np.abs(frac, out=frac)
+    np.copysign(frac >= 0.5, v, out=frac)
+    t += frac
+    return t
+
+
+def requantize_into(out, real, scale, zp):
+    """out[...] = clamp(round_half_away(real / scale) + zp) to out's integer range (float64)."""
+    lo, hi = qrange_of_dtype(out.dtype)
+    v = round_half_away(np.divide(real, scale, dtype=np.float64))
+    v += zp
+    np.clip(v, lo, hi, out=v)
+    out[...] = v
+
+
+def quantize_value(v, scale, zp, dtype):
+    """The reference's quantize(f) = zp + (int)std::round(f / scale) (float32 division), saturated."""
+    q = float(round_half_away(np.array([np.float32(v) / np.float32(scale)]))[0]) + zp
+    lo, hi = qrange_of_dtype(dtype)
+    return int(min(max(q, lo), hi))
+
+
+def byte_codes(dtype):
+    """The 256 integer values of an 8-bit type ordered by bit pattern (index = x.view(uint8))."""
+    c = np.arange(256, dtype=np.uint8)
+    return c.view(np.dtype(dtype)).astype(np.int64)
+
+
+def as_bytes(a):
+    """The byte pattern of an 8-bit array (a view, no copy): the index into a 256-entry table."""
+    return a.view(np.uint8)
+
+
+def take(table, a, out):
+    """out[...] = table[byte of a]: one gather written into out."""
+    np.take(table, as_bytes(a), out=out, mode="wrap")
+
+
+def dequant_table(type_code, scale, zp):
+    """float32 real value of every byte of an 8-bit operand: (q - zp) * scale in float32."""
+    return (byte_codes(C.DTYPES[type_code]) - zp).astype(np.float32) * np.float32(scale)
+
+
+def requant_table(src_type, src_scale, src_zp, dst_type, dst_scale, dst_zp):
+    """Byte -> value of dst's type: the reference requantize() (float32 dequantization,
+    double division, clamp, round half away from zero)."""
+    real = dequant_table(src_type, src_scale, src_zp).astype(np.float64)
+    v = real / float(dst_scale) + dst_zp
+    lo, hi = qrange(dst_type)
+    v = np.clip(v, lo, hi)
+    return round_half_away(v).astype(C.DTYPES[dst_type])
+
+
+def unary_table(in_dtype, in_scale, in_zp, out_dtype, out_scale, out_zp, real_fn):
+    """256-entry table: requantize real_fn(dequantized input code) to the output's parameters."""
+    real = real_fn((byte_codes(in_dtype) - in_zp).astype(np.float64) * in_scale)
+    tab = np.empty(256, out_dtype)
+    requantize_into(tab, real, out_scale, out_zp)
+    return tab

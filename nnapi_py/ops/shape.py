@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import constants as C
 from .base import Op, register, value_error
+from .quant import round_half_away
 
 F16, F32, I32 = C.TENSOR_FLOAT16, C.TENSOR_FLOAT32, C.TENSOR_INT32
 Q8, Q8S = C.TENSOR_QUANT8_ASYMM, C.TENSOR_QUANT8_ASYMM_SIGNED
@@ -132,12 +133,6 @@ def axis_slice(axis, sl):
 def view_as(arr, shape):
     """A view of `arr` with a new shape (raises instead of silently copying)."""
     return np.reshape(arr, shape, copy=False)
-
-
-def round_half_away(v):
-    """Round float values half away from zero (C's round / std::round), exactly."""
-    t = np.trunc(v)
-    return t + np.where(np.abs(v - t) >= 0.5, np.sign(v), 0).astype(v.dtype)
 
 
 # ---- RESHAPE -------------------------------------------------------------------------------

@@ -10,7 +10,8 @@ import numpy as np
 
 from .. import constants as C
 from .base import Op, register, value_error
-from .elementwise import check_present, dequant_table, take, type_name, QUANT8
+from .elementwise import check_present, dequant_table, type_name, QUANT8
+from .quant import take
 
 F16, F32, I32 = C.TENSOR_FLOAT16, C.TENSOR_FLOAT32, C.TENSOR_INT32
 Q8, Q8S = C.TENSOR_QUANT8_ASYMM, C.TENSOR_QUANT8_ASYMM_SIGNED
