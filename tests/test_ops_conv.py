@@ -1,0 +1,955 @@
+"""Convolutions and dense layers through the C library: the corners the conformance vectors
+do not reach.
+
+CONV_2D DEPTHWISE_CONV_2D GROUPED_CONV_2D TRANSPOSE_CONV_2D (nnapi_py/ops/conv.py),
+FULLY_CONNECTED BATCH_MATMUL (nnapi_py/ops/dense.py).
+
+Float results are compared with straightforward references written here (a loop over the
+filter taps, einsum over the rest, in float64).  Quantized results are compared bit for bit
+with the integer sums of those references requantized by a scalar transcription of the
+reference arithmetic (fixed-point multiplier, rounding half away from zero).
+"""
+import math
+import os
+import sys
+
+import numpy as np
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(HERE))
+from nnhelp import T, Opd, ffi, lib, op_code, run_op, last_error  # noqa: E402
+
+pytestmark = pytest.mark.skipif(lib is None, reason="build/lib/libneuralnetworks.so missing: run `make lib`")
+
+BAD_DATA, OP_FAILED = 4, 5
+F32, I32T, Q8, F16, Q8S, QPC = 3, 4, 5, 8, 14, 11
+RNG = np.random.default_rng(1234)
+
+
+def ok(op, ins, outs, **kw):
+    code, res = run_op(op, ins, outs, **kw)
+    assert code == 0, res
+    return res
+
+
+def fails(op, ins, outs, *words, code=BAD_DATA):
+    got, msg = run_op(op, ins, outs)
+    assert got == code, f"expected {code}, got {got}: {msg}"
+    for w in words:
+        assert w in msg, f"{w!r} not in {msg!r}"
+    return msg
+
+
+def i32s(*vals):
+    return [T.i32(v) for v in vals]
+
+
+# ---- scalar transcription of the reference requantization -----------------------------------
+def _qm(d):
+    if d == 0:
+        return 0, 0
+    m, e = math.frexp(d)
+    q = int(math.floor(m * (1 << 31) + 0.5))
+    if q == 1 << 31:
+        q //= 2
+        e += 1
+    if e < -31:
+        return 0, 0
+    return q, e
+
+
+def _srdhm(a, b):
+    ab = a * b
+    s = ab + ((1 << 30) if ab >= 0 else 1 - (1 << 30))
+    return s // (1 << 31) if s >= 0 else -((-s) // (1 << 31))
+
+
+def _rdbpot(x, e):
+    mask = (1 << e) - 1
+    return (x >> e) + (1 if (x & mask) > (mask >> 1) + (1 if x < 0 else 0) else 0)
+
+
+def _mul_q(x, q, shift):
+    x = x * (1 << max(shift, 0))
+    x = max(-(1 << 31), min((1 << 31) - 1, x))
+    return _rdbpot(_srdhm(x, q), max(-shift, 0))
+
+
+def _act_range(fuse, scale, zp, lo, hi):
+    def q(v):                     # std::round(float(v) / float(scale))
+        r = float(np.float32(v) / np.float32(scale))
+        return zp + int(math.copysign(math.floor(abs(r) + 0.5), r))
+    if fuse == 1:
+        lo = max(lo, q(0.0))
+    elif fuse == 2:
+        lo, hi = max(lo, q(-1.0)), min(hi, q(1.0))
+    elif fuse == 3:
+        lo, hi = max(lo, q(0.0)), min(hi, q(6.0))
+    return lo, hi
+
+
+def requant_ref(acc, reals, zp, lo, hi):
+    """acc: int array [..., C]; reals: scalar or per-channel multipliers."""
+    acc = np.asarray(acc, np.int64)
+    reals = np.broadcast_to(np.asarray(reals, np.float64), (acc.shape[-1],))
+    out = np.empty(acc.shape, np.int64)
+    flat, of = acc.reshape(-1, acc.shape[-1]), out.reshape(-1, acc.shape[-1])
+    for c in range(acc.shape[-1]):
+        q, s = _qm(float(reals[c]))
+        of[:, c] = [min(hi, max(lo, _mul_q(int(v), q, s) + zp)) for v in flat[:, c]]
+    return out
+
+
+def prod32(a, b):
+    return float(np.float32(a) * np.float32(b))
+
+
+# ---- float references -------------------------------------------------------------------------
+def pad_nhwc(x, pads, value=0):
+    t, b, l, r = pads
+    return np.pad(x, ((0, 0), (t, b), (l, r), (0, 0)), constant_values=value)
+
+
+def conv_ref(x, w, bias, strides, pads, dil=(1, 1), groups=1):
+    """x NHWC, w [O, KH, KW, Cg]; float64 or int64 (exact) result."""
+    sh, sw = strides
+    dh, dw = dil
+    xp = pad_nhwc(x, pads)
+    n, hp, wp, c = xp.shape
+    o, kh, kw, cg = w.shape
+    oh = (hp - (kh - 1) * dh - 1) // sh + 1
+    ow = (wp - (kw - 1) * dw - 1) // sw + 1
+    og = o // groups
+    out = np.zeros((n, oh, ow, o), np.result_type(x, w))
+    for g in range(groups):
+        for ky in range(kh):
+            for kx in range(kw):
+                xs = xp[:, ky * dh:ky * dh + (oh - 1) * sh + 1:sh, kx * dw:kx * dw + (ow - 1) * sw + 1:sw,
+                        g * cg:(g + 1) * cg]
+                out[..., g * og:(g + 1) * og] += np.einsum("nhwc,oc->nhwo", xs, w[g * og:(g + 1) * og, ky, kx])
+    return out + bias
+
+
+def dw_ref(x, w, bias, strides, pads, mult, dil=(1, 1)):
+    """w [1, KH, KW, C*mult]."""
+    xr = np.repeat(x, mult, axis=3)
+    sh, sw = strides
+    dh, dw = dil
+    xp = pad_nhwc(xr, pads)
+    _, kh, kw, o = w.shape
+    oh = (xp.shape[1] - (kh - 1) * dh - 1) // sh + 1
+    ow = (xp.shape[2] - (kw - 1) * dw - 1) // sw + 1
+    out = np.zeros((x.shape[0], oh, ow, o), np.result_type(x, w))
+    for ky in range(kh):
+        for kx in range(kw):
+            out += xp[:, ky * dh:ky * dh + (oh - 1) * sh + 1:sh, kx * dw:kx * dw + (ow - 1) * sw + 1:sw] * w[0, ky, kx]
+    return out + bias
+
+
+def tconv_ref(x, w, bias, strides, pads, out_hw):
+    """Transposed convolution by scattering every input pixel; pads = (top, left) (may be 0)."""
+    sh, sw = strides
+    pt, pl = pads
+    n, h, wd, c = x.shape
+    o, kh, kw, _ = w.shape
+    oh, ow = out_hw
+    out = np.zeros((n, oh, ow, o), np.result_type(x, w))
+    for iy in range(h):
+        for ix in range(wd):
+            for ky in range(kh):
+                for kx in range(kw):
+                    y, xx = iy * sh + ky - pt, ix * sw + kx - pl
+                    if 0 <= y < oh and 0 <= xx < ow:
+                        out[:, y, xx] += x[:, iy, ix] @ w[:, ky, kx].T
+    return out + bias
+
+
+def act_float(v, fuse):
+    if fuse == 1:
+        return np.maximum(v, 0)
+    if fuse == 2:
+        return np.clip(v, -1, 1)
+    if fuse == 3:
+        return np.clip(v, 0, 6)
+    return v
+
+
+def to_nchw(a):
+    return np.ascontiguousarray(a.transpose(0, 3, 1, 2))
+
+
+def from_nchw(a):
+    return a.transpose(0, 2, 3, 1)
+
+
+# ---- a small multi-operation model runner (nnhelp.run_op builds one operation only) ----------
+class Graph:
+    def __init__(self):
+        self.opds = []
+        self.ops = []
+
+    def add(self, o):
+        self.opds.append(o)
+        return len(self.opds) - 1
+
+    def op(self, name, ins, outs):
+        self.ops.append((name, ins, outs))
+
+    def run(self, model_inputs, model_outputs, feeds, runs=1):
+        """feeds: list (one per run) of lists of arrays.  Returns (code, [[outputs] per run])."""
+        keep = []
+        mp = ffi.new("ANeuralNetworksModel**")
+        assert lib.ANeuralNetworksModel_create(mp) == 0
+        model = mp[0]
+        comp = ffi.new("ANeuralNetworksCompilation**")
+        comp[0] = ffi.NULL
+        try:
+            for k, o in enumerate(self.opds):
+                dims = ffi.new("uint32_t[]", o.dims) if o.dims else ffi.NULL
+                keep.append(dims)
+                t = ffi.new("ANeuralNetworksOperandType*", {"type": o.type, "dimensionCount": len(o.dims),
+                                                            "dimensions": dims, "scale": o.scale,
+                                                            "zeroPoint": o.zp})
+                assert lib.ANeuralNetworksModel_addOperand(model, t) == 0, last_error()
+                if o.channel is not None:
+                    sc = ffi.new("float[]", list(o.channel[1]))
+                    keep.append(sc)
+                    p = ffi.new("ANeuralNetworksSymmPerChannelQuantParams*",
+                                {"channelDim": o.channel[0], "scaleCount": len(o.channel[1]), "scales": sc})
+                    assert lib.ANeuralNetworksModel_setOperandSymmPerChannelQuantParams(model, k, p) == 0
+                if o.const and o.data is not None:
+                    a = np.ascontiguousarray(o.array())
+                    keep.append(a)
+                    assert lib.ANeuralNetworksModel_setOperandValue(model, k, ffi.from_buffer(a), a.nbytes) == 0
+            for name, ins, outs in self.ops:
+                rc = lib.ANeuralNetworksModel_addOperation(model, op_code(name), len(ins), ffi.new("uint32_t[]", ins),
+                                                           len(outs), ffi.new("uint32_t[]", outs))
+                if rc:
+                    return rc, last_error()
+            assert lib.ANeuralNetworksModel_identifyInputsAndOutputs(
+                model, len(model_inputs), ffi.new("uint32_t[]", model_inputs),
+                len(model_outputs), ffi.new("uint32_t[]", model_outputs)) == 0
+            rc = lib.ANeuralNetworksModel_finish(model)
+            if rc:
+                return rc, last_error()
+            assert lib.ANeuralNetworksCompilation_create(model, comp) == 0
+            rc = lib.ANeuralNetworksCompilation_finish(comp[0])
+            if rc:
+                return rc, last_error()
+            results = []
+            for feed in feeds:
+                ex = ffi.new("ANeuralNetworksExecution**")
+                assert lib.ANeuralNetworksExecution_create(comp[0], ex) == 0
+                try:
+                    for pos, a in enumerate(feed):
+                        a = np.ascontiguousarray(a)
+                        keep.append(a)
+                        assert lib.ANeuralNetworksExecution_setInput(ex[0], pos, ffi.NULL, ffi.from_buffer(a),
+                                                                     a.nbytes) == 0, last_error()
+                    bufs = []
+                    for k, oi in enumerate(model_outputs):
+                        o = self.opds[oi]
+                        size = int(np.prod(o.dims)) if o.dims and all(o.dims) else 1 << 12
+                        b = np.zeros(size, {F32: np.float32, Q8: np.uint8, Q8S: np.int8, F16: np.float16}[o.type])
+                        bufs.append(b)
+                        assert lib.ANeuralNetworksExecution_setOutput(ex[0], k, ffi.NULL, ffi.from_buffer(b),
+                                                                      b.nbytes) == 0
+                    rc = lib.ANeuralNetworksExecution_compute(ex[0])
+                    if rc:
+                        return rc, last_error()
+                    outs = []
+                    for k, b in enumerate(bufs):
+                        r = ffi.new("uint32_t*")
+                        assert lib.ANeuralNetworksExecution_getOutputOperandRank(ex[0], k, r) == 0
+                        d = ffi.new("uint32_t[]", max(r[0], 1))
+                        assert lib.ANeuralNetworksExecution_getOutputOperandDimensions(ex[0], k, d) == 0
+                        shape = [d[i] for i in range(r[0])]
+                        outs.append(b[:int(np.prod(shape))].reshape(shape))
+                    results.append(outs)
+                finally:
+                    lib.ANeuralNetworksExecution_free(ex[0])
+            return 0, results
+        finally:
+            if comp[0] != ffi.NULL:
+                lib.ANeuralNetworksCompilation_free(comp[0])
+            lib.ANeuralNetworksModel_free(model)
+
+
+# =================================================================================================
+# OutputStage (the vectorised requantization) against quant.py
+# =================================================================================================
+def test_output_stage_matches_quant_py():
+    from nnapi_py.ops import quant as Q
+    from nnapi_py.ops.dense import OutputStage
+    rng = np.random.default_rng(7)
+    modes = set()
+    for trial in range(600):
+        nch = int(rng.integers(1, 5))
+        reals = np.exp(rng.uniform(np.log(1e-8), np.log(4.0), nch))
+        if trial % 4 == 0:
+            reals = 2.0 ** -rng.integers(0, 16, nch).astype(float)      # q == 2**30: exact ties
+        if trial % 5 == 0:
+            reals[:] = reals[0]
+        zp = int(rng.integers(-128, 256))
+        lo = int(rng.integers(-128, 100))
+        hi = lo + int(rng.integers(1, 300))
+        if trial % 3 == 0:
+            lo = max(lo, zp)
+        bias = rng.integers(-2 ** 20, 2 ** 20, nch) if trial % 2 else None
+        bnd = int(10 ** rng.uniform(1, 9))
+        acc = rng.integers(-bnd, bnd + 1, (3, 4, nch)).astype(np.float64)
+        acc.reshape(-1, nch)[:6] = np.array([-3, -2, -1, 0, 1, 2])[:, None]
+        st = OutputStage(reals, zp, lo, hi, bias=bias, acc_bound=bnd)
+        modes.add(st.mode)
+        out = np.empty(acc.shape, np.int64)
+        st(acc, out)
+        x = acc.astype(np.int64) + (0 if bias is None else bias)
+        ref = np.stack([Q.Requant(float(reals[c]))(x[..., c]) for c in range(nch)], -1)
+        np.testing.assert_array_equal(out, np.clip(ref + zp, lo, hi), err_msg=f"mode {st.mode} reals {reals}")
+    assert modes == {"float", "int64", "general"}
+
+
+# =================================================================================================
+# FULLY_CONNECTED
+# =================================================================================================
+def test_fc_float_rank4_input_is_flattened():
+    x = RNG.standard_normal((2, 2, 1, 3)).astype(np.float32)
+    w = RNG.standard_normal((4, 6)).astype(np.float32)
+    b = RNG.standard_normal(4).astype(np.float32)
+    (out,) = ok("FULLY_CONNECTED", [T.f32([2, 2, 1, 3], x), T.f32([4, 6], w, True), T.f32([4], b, True),
+                                    T.i32(1)], [T.f32([2, 4])])
+    np.testing.assert_allclose(out, np.maximum(x.reshape(2, 6) @ w.T + b, 0), rtol=1e-5, atol=1e-5)
+
+
+def test_fc_dynamic_output_shape_and_batch_from_elements():
+    x = RNG.standard_normal((3, 8)).astype(np.float32)
+    w = RNG.standard_normal((5, 4)).astype(np.float32)
+    (out,) = ok("FULLY_CONNECTED", [T.f32([3, 8], x), T.f32([5, 4], w, True), T.f32([5], np.zeros(5), True),
+                                    T.i32(0)], [T.f32([0, 0])])
+    assert out.shape == (6, 5)
+    np.testing.assert_allclose(out, x.reshape(6, 4) @ w.T, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("fuse", [0, 1, 2, 3])
+@pytest.mark.parametrize("signed", [False, True])
+def test_fc_quant_bit_exact(fuse, signed):
+    t, lo, hi = (Q8S, -128, 127) if signed else (Q8, 0, 255)
+    zx, zw, zo = (-5, 3, 7) if signed else (130, 121, 100)
+    sx, sw, so = 0.02, 0.011, 0.05
+    x = RNG.integers(lo, hi + 1, (3, 20))
+    w = RNG.integers(lo, hi + 1, (6, 20))
+    b = RNG.integers(-3000, 3000, 6)
+    ins = [Opd(t, [3, 20], x, sx, zx), Opd(t, [6, 20], w, sw, zw, const=True),
+           Opd(I32T, [6], b, prod32(sx, sw), 0, const=True), T.i32(fuse)]
+    (out,) = ok("FULLY_CONNECTED", ins, [Opd(t, [3, 6], None, so, zo)])
+    acc = (x - zx) @ (w - zw).T + b
+    lo2, hi2 = _act_range(fuse, so, zo, lo, hi)
+    np.testing.assert_array_equal(out, requant_ref(acc, prod32(sx, sw) / so, zo, lo2, hi2))
+
+
+def test_fc_quant_large_input_size_uses_exact_sums():
+    # 4096 inputs at the extremes: partial sums beyond 2**24 force the float64 path
+    k = 4096
+    x = np.full((2, k), 255)
+    x[1, ::2] = 0
+    w = np.full((3, k), 255)
+    w[2] = 0
+    ins = [Opd(Q8, [2, k], x, 0.5, 0), Opd(Q8, [3, k], w, 0.5, 0, const=True),
+           Opd(I32T, [3], [0, 1, -1], 0.25, 0, const=True), T.i32(0)]
+    (out,) = ok("FULLY_CONNECTED", ins, [Opd(Q8, [2, 3], None, 4.0e6, 3)])
+    acc = x.astype(np.int64) @ w.T.astype(np.int64) + np.array([0, 1, -1])
+    np.testing.assert_array_equal(out, requant_ref(acc, 0.25 / 4.0e6, 3, 0, 255))
+
+
+def test_fc_float16_and_relaxed():
+    x = RNG.standard_normal((2, 5)).astype(np.float16)
+    w = RNG.standard_normal((3, 5)).astype(np.float16)
+    b = RNG.standard_normal(3).astype(np.float16)
+    (out,) = ok("FULLY_CONNECTED", [T.f16([2, 5], x), T.f16([3, 5], w, True), T.f16([3], b, True), T.i32(3)],
+                [T.f16([2, 3])])
+    ref = np.clip(x.astype(np.float32) @ w.astype(np.float32).T + b.astype(np.float32), 0, 6)
+    np.testing.assert_allclose(out.astype(np.float32), ref, rtol=5e-3, atol=5e-3)
+    x32 = RNG.standard_normal((2, 5)).astype(np.float32)
+    (out,) = ok("FULLY_CONNECTED", [T.f32([2, 5], x32), T.f32([3, 5], w.astype(np.float32), True),
+                                    T.f32([3], b.astype(np.float32), True), T.i32(0)], [T.f32([2, 3])],
+                relaxed=True)
+    np.testing.assert_allclose(out, x32 @ w.astype(np.float32).T + b.astype(np.float32), rtol=5e-3, atol=5e-3)
+
+
+def test_fc_nan_and_inf_propagate():
+    x = np.array([[np.nan, 1.0], [np.inf, 0.0], [1.0, 2.0]], np.float32)
+    w = np.array([[1.0, 1.0], [0.0, 1.0]], np.float32)
+    (out,) = ok("FULLY_CONNECTED", [T.f32([3, 2], x), T.f32([2, 2], w, True), T.f32([2], [0, 0], True),
+                                    T.i32(3)], [T.f32([3, 2])])
+    with np.errstate(invalid="ignore"):
+        ref = np.clip(x @ w.T, 0, 6)          # NaN stays NaN through the clamp, +inf -> 6
+    assert np.isnan(out[0]).all() and out[1, 0] == 6.0 and np.isnan(out[1, 1])
+    np.testing.assert_array_equal(out, ref)
+
+
+def test_fc_weights_as_model_input_are_read_every_execution():
+    g = Graph()
+    x = g.add(T.f32([1, 3]))
+    w = g.add(T.f32([2, 3]))
+    b = g.add(T.f32([2], [0.5, -0.5], const=True))
+    f = g.add(T.i32(0))
+    y = g.add(T.f32([1, 2]))
+    g.op("FULLY_CONNECTED", [x, w, b, f], [y])
+    xv = np.array([[1, 2, 3]], np.float32)
+    w1 = np.array([[1, 0, 0], [0, 1, 0]], np.float32)
+    w2 = np.array([[0, 0, 1], [1, 1, 1]], np.float32)
+    code, res = g.run([x, w], [y], [[xv, w1], [xv, w2]])
+    assert code == 0, res
+    assert res[0][0].tolist() == [[1.5, 1.5]]
+    assert res[1][0].tolist() == [[3.5, 5.5]]
+
+
+def test_fc_zero_batch():
+    g = Graph()
+    x = g.add(T.f32([2, 4]))
+    begin = g.add(T.i32t([2], [0, 0], const=True))
+    size = g.add(T.i32t([2], [0, 4], const=True))
+    xs = g.add(T.f32([0, 0]))
+    w = g.add(T.f32([3, 4], RNG.standard_normal((3, 4)), const=True))
+    b = g.add(T.f32([3], [0, 0, 0], const=True))
+    f = g.add(T.i32(0))
+    y = g.add(T.f32([0, 0]))
+    g.op("SLICE", [x, begin, size], [xs])
+    g.op("FULLY_CONNECTED", [xs, w, b, f], [y])
+    code, res = g.run([x], [y], [[np.ones((2, 4), np.float32)]])
+    assert code == 0, res
+    assert res[0][0].shape == (0, 3)
+
+
+def test_fc_lower_output_scale_needs_feature_level_3_but_is_accepted():
+    x = np.array([[10, 20]])
+    ins = [Opd(Q8, [1, 2], x, 0.5, 0), Opd(Q8, [1, 2], [[2, 2]], 0.5, 0, const=True),
+           Opd(I32T, [1], [0], 0.25, 0, const=True), T.i32(0)]
+    (out,) = ok("FULLY_CONNECTED", ins, [Opd(Q8, [1, 1], None, 0.2, 0)])   # 0.2 < 0.5 * 0.5
+    assert out.tolist() == [[min(255, round(60 * 0.25 / 0.2))]]
+
+
+def test_fc_relu1_clamp_rounds_half_away_from_zero():
+    # out scale 2: RELU1 range is zp + round(-1/2) .. zp + round(1/2) = 127 .. 129 in the reference
+    ins = [Opd(Q8, [1, 1], [[8]], 1.0, 10), Opd(Q8, [1, 1], [[1]], 1.0, 0, const=True),
+           Opd(I32T, [1], [0], 1.0, 0, const=True), T.i32(2)]
+    (out,) = ok("FULLY_CONNECTED", ins, [Opd(Q8, [1, 1], None, 2.0, 128)])
+    assert out.tolist() == [[127]]
+
+
+@pytest.mark.parametrize("case, words", [
+    ("bias_type", ["input 2 (bias)", "TENSOR_INT32"]),
+    ("bias_scale", ["input 2 (bias) scale", "input scale × weights scale"]),
+    ("rank1", ["input 0 has rank 1", "2..4"]),
+    ("rank5", ["input 0 has rank 5"]),
+    ("weights_rank", ["input 1 (weights) has rank 3"]),
+    ("bias_len", ["input 2 (bias) has 3 elements", "4 units"]),
+    ("not_multiple", ["not a multiple of input_size 4"]),
+    ("fuse", ["FuseCode", "got 7"]),
+    ("weights_type", ["input 1 (weights)", "TENSOR_FLOAT32"]),
+    ("count", ["expected 4 inputs"]),
+])
+def test_fc_validation(case, words):
+    xq = Opd(Q8, [2, 4], None, 0.5, 0)
+    wq = Opd(Q8, [4, 4], np.zeros((4, 4)), 0.5, 0, const=True)
+    bq = Opd(I32T, [4], np.zeros(4), 0.25, 0, const=True)
+    oq = Opd(Q8, [2, 4], None, 1.0, 0)
+    x, w, b, o = T.f32([2, 4]), T.f32([4, 4], np.zeros((4, 4)), True), T.f32([4], np.zeros(4), True), T.f32([2, 4])
+    ins = {"bias_type": [xq, wq, T.f32([4], np.zeros(4), True), T.i32(0)],
+           "bias_scale": [xq, wq, Opd(I32T, [4], np.zeros(4), 0.3, 0, const=True), T.i32(0)],
+           "rank1": [T.f32([8]), w, b, T.i32(0)],
+           "rank5": [T.f32([1, 1, 1, 2, 4]), w, b, T.i32(0)],
+           "weights_rank": [x, T.f32([4, 4, 1], np.zeros((4, 4, 1)), True), b, T.i32(0)],
+           "bias_len": [x, w, T.f32([3], np.zeros(3), True), T.i32(0)],
+           "not_multiple": [T.f32([3, 3]), w, b, T.i32(0)],
+           "fuse": [x, w, b, T.i32(7)],
+           "weights_type": [x, Opd(Q8, [4, 4], np.zeros((4, 4)), 0.5, 0, const=True), b, T.i32(0)],
+           "count": [x, w, b],
+           }[case]
+    out = oq if case in ("bias_type", "bias_scale") else o
+    msg = fails("FULLY_CONNECTED", ins, [out], *words)
+    assert msg.count("FULLY_CONNECTED") >= 1
+
+
+# =================================================================================================
+# CONV_2D
+# =================================================================================================
+CONV_CASES = [
+    # (n, h, w, c, o, kh, kw, strides(h, w), pads(t, b, l, r) or scheme, dil(h, w), nchw, fuse)
+    (1, 5, 6, 3, 4, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1), False, 0),
+    (2, 7, 5, 2, 3, 3, 2, (2, 1), (0, 2, 1, 0), (1, 1), False, 1),
+    (1, 9, 9, 2, 2, 3, 3, (1, 2), "SAME", (2, 3), False, 3),
+    (1, 8, 7, 3, 5, 1, 1, (1, 1), "VALID", (1, 1), False, 2),     # 1x1: one GEMM
+    (1, 8, 7, 3, 5, 1, 1, (2, 3), "SAME", (1, 1), True, 0),       # strided 1x1, NCHW
+    (3, 6, 6, 4, 2, 2, 3, (1, 1), "VALID", (1, 1), True, 3),
+    (1, 4, 4, 2, 3, 5, 5, (1, 1), "SAME", (1, 1), False, 0),      # filter larger than input (SAME)
+]
+
+
+def _implicit_pads(scheme, h, w, kh, kw, strides, dil):
+    def one(n, k, s, d):
+        if scheme == "VALID":
+            return 0, 0
+        out = (n + s - 1) // s
+        tot = max(0, (out - 1) * s + (k - 1) * d + 1 - n)
+        return tot // 2, tot - tot // 2
+    t, b = one(h, kh, strides[0], dil[0])
+    l, r = one(w, kw, strides[1], dil[1])
+    return t, b, l, r
+
+
+def _conv_inputs(x_opd, w_opd, b_opd, pads, strides, dil, nchw, fuse, extra=None):
+    if isinstance(pads, str):
+        p = i32s({"SAME": 1, "VALID": 2}[pads], strides[1], strides[0])
+    else:
+        t, b, l, r = pads
+        p = i32s(l, r, t, b, strides[1], strides[0])
+    tail = [T.i32(fuse)]
+    if nchw or dil != (1, 1):
+        tail.append(T.b(nchw))
+    if dil != (1, 1):
+        tail += i32s(dil[1], dil[0])
+    return [x_opd, w_opd, b_opd] + p + ([] if extra is None else [T.i32(extra)]) + tail
+
+
+@pytest.mark.parametrize("case", CONV_CASES)
+def test_conv2d_float_against_reference(case):
+    n, h, w, c, o, kh, kw, strides, pads, dil, nchw, fuse = case
+    x = RNG.standard_normal((n, h, w, c)).astype(np.float32)
+    wt = RNG.standard_normal((o, kh, kw, c)).astype(np.float32)
+    b = RNG.standard_normal(o).astype(np.float32)
+    p = _implicit_pads(pads, h, w, kh, kw, strides, dil) if isinstance(pads, str) else pads
+    ref = act_float(conv_ref(x.astype(np.float64), wt.astype(np.float64), b, strides, p, dil), fuse)
+    xin = to_nchw(x) if nchw else x
+    ins = _conv_inputs(T.f32(list(xin.shape), xin), T.f32([o, kh, kw, c], wt, True), T.f32([o], b, True),
+                       pads, strides, dil, nchw, fuse)
+    (out,) = ok("CONV_2D", ins, [T.f32([0, 0, 0, 0])])
+    got = from_nchw(out) if nchw else out
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("kind", ["q8", "q8s", "pc", "pc_signed"])
+@pytest.mark.parametrize("case", CONV_CASES[:3] + CONV_CASES[4:6])
+def test_conv2d_quant_bit_exact(kind, case):
+    n, h, w, c, o, kh, kw, strides, pads, dil, nchw, fuse = case
+    signed = kind in ("q8s", "pc_signed")
+    t, lo, hi = (Q8S, -128, 127) if signed else (Q8, 0, 255)
+    zx, zo = (-20, 5) if signed else (120, 131)
+    sx, so = 0.03, 0.07
+    x = RNG.integers(lo, hi + 1, (n, h, w, c))
+    if kind.startswith("pc"):
+        wt = RNG.integers(-127, 128, (o, kh, kw, c))
+        scales = (0.002 + RNG.random(o) * 0.02).astype(np.float32)
+        w_opd = Opd(QPC, [o, kh, kw, c], wt, const=True, channel=(0, scales))
+        reals = (np.float32(sx) * scales).astype(np.float64) / so
+        b_opd_scale = 0.0
+        wc = wt
+    else:
+        zw = -3 if signed else 118
+        sw = 0.013
+        wt = RNG.integers(lo, hi + 1, (o, kh, kw, c))
+        w_opd = Opd(t, [o, kh, kw, c], wt, sw, zw, const=True)
+        reals = prod32(sx, sw) / so
+        b_opd_scale = prod32(sx, sw)
+        wc = wt - zw
+    b = RNG.integers(-5000, 5000, o)
+    p = _implicit_pads(pads, h, w, kh, kw, strides, dil) if isinstance(pads, str) else pads
+    acc = conv_ref((x - zx).astype(np.int64), wc.astype(np.int64), b, strides, p, dil)
+    ref = requant_ref(acc, reals, zo, *_act_range(fuse, so, zo, lo, hi))
+    xin = to_nchw(x) if nchw else x
+    ins = _conv_inputs(Opd(t, list(xin.shape), xin, sx, zx), w_opd, Opd(I32T, [o], b, b_opd_scale, 0, const=True),
+                       pads, strides, dil, nchw, fuse)
+    (out,) = ok("CONV_2D", ins, [Opd(t, [0, 0, 0, 0], None, so, zo)])
+    got = from_nchw(out) if nchw else out
+    np.testing.assert_array_equal(got, ref)
+
+
+def test_conv2d_float16():
+    x = RNG.standard_normal((1, 5, 5, 3)).astype(np.float16)
+    wt = RNG.standard_normal((2, 3, 3, 3)).astype(np.float16)
+    b = RNG.standard_normal(2).astype(np.float16)
+    ins = _conv_inputs(T.f16([1, 5, 5, 3], x), T.f16([2, 3, 3, 3], wt, True), T.f16([2], b, True),
+                       "SAME", (1, 1), (1, 1), False, 0)
+    (out,) = ok("CONV_2D", ins, [T.f16([1, 5, 5, 2])])
+    ref = conv_ref(x.astype(np.float64), wt.astype(np.float64), b.astype(np.float64), (1, 1), (1, 1, 1, 1))
+    np.testing.assert_allclose(out.astype(np.float64), ref, rtol=5e-3, atol=1e-2)
+
+
+def test_conv2d_filter_as_model_input_quant_per_tensor():
+    g = Graph()
+    x = g.add(Opd(Q8, [1, 3, 3, 2], None, 0.5, 10))
+    w = g.add(Opd(Q8, [2, 2, 2, 2], None, 0.25, 100))
+    b = g.add(Opd(I32T, [2], [3, -3], 0.125, 0, const=True))
+    ps = [g.add(T.i32(v)) for v in (2, 1, 1, 0)]          # VALID, strides 1, 1, no activation
+    y = g.add(Opd(Q8, [1, 2, 2, 2], None, 1.0, 50))
+    g.op("CONV_2D", [x, w, b] + ps, [y])
+    xv = RNG.integers(0, 256, (1, 3, 3, 2)).astype(np.uint8)
+    outs = []
+    feeds = []
+    for _ in range(2):
+        wv = RNG.integers(0, 256, (2, 2, 2, 2)).astype(np.uint8)
+        feeds.append([xv, wv])
+        acc = conv_ref(xv.astype(np.int64) - 10, wv.astype(np.int64) - 100, np.array([3, -3]), (1, 1), (0, 0, 0, 0))
+        outs.append(requant_ref(acc, 0.125 / 1.0, 50, 0, 255))
+    code, res = g.run([x, w], [y], feeds)
+    assert code == 0, res
+    for got, want in zip(res, outs):
+        np.testing.assert_array_equal(got[0], want)
+
+
+def test_conv2d_nan_propagates():
+    x = np.ones((1, 3, 3, 1), np.float32)
+    x[0, 1, 1, 0] = np.nan
+    ins = _conv_inputs(T.f32([1, 3, 3, 1], x), T.f32([1, 1, 1, 1], [[[[2.0]]]], True), T.f32([1], [0.0], True),
+                       "VALID", (1, 1), (1, 1), False, 1)
+    (out,) = ok("CONV_2D", ins, [T.f32([1, 3, 3, 1])])
+    assert np.isnan(out[0, 1, 1, 0]) and np.nansum(out) == 16.0
+
+
+def test_conv2d_zero_batch():
+    g = Graph()
+    x = g.add(T.f32([2, 3, 3, 1]))
+    begin = g.add(T.i32t([4], [0, 0, 0, 0], const=True))
+    size = g.add(T.i32t([4], [0, 3, 3, 1], const=True))
+    xs = g.add(T.f32([0, 0, 0, 0]))
+    w = g.add(T.f32([2, 2, 2, 1], np.ones((2, 2, 2, 1)), const=True))
+    b = g.add(T.f32([2], [0, 0], const=True))
+    ps = [g.add(T.i32(v)) for v in (2, 1, 1, 0)]
+    y = g.add(T.f32([0, 0, 0, 0]))
+    g.op("SLICE", [x, begin, size], [xs])
+    g.op("CONV_2D", [xs, w, b] + ps, [y])
+    code, res = g.run([x], [y], [[np.ones((2, 3, 3, 1), np.float32)]])
+    assert code == 0, res
+    assert res[0][0].shape == (0, 2, 2, 2)
+
+
+@pytest.mark.parametrize("case, words", [
+    ("one_dilation_explicit", ["12 inputs", "pair"]),
+    ("one_dilation_implicit", ["9 inputs", "pair"]),
+    ("channel_dim", ["channelDim 0", "got 1"]),
+    ("pc_bias_scale", ["bias) must have scale 0"]),
+    ("bias_scale", ["bias) scale"]),
+    ("depth", ["filter) depth 3 does not match the input depth 2"]),
+    ("scheme", ["PaddingCode", "got 3"]),
+    ("neg_pad", ["padding) must be >= 0", "-1"]),
+    ("stride0", ["stride) must be >= 1"]),
+    ("rank3", ["input 0 (input) has rank 3"]),
+    ("layout_type", ["NCHW layout flag", "BOOL"]),
+    ("filter_type", ["input 1 (filter)", "TENSOR_FLOAT32"]),
+    ("bias_len", ["bias) has 2 elements, expected 3"]),
+])
+def test_conv2d_validation(case, words):
+    x, w, b = T.f32([1, 4, 4, 2]), T.f32([3, 2, 2, 2], np.zeros((3, 2, 2, 2)), True), T.f32([3], np.zeros(3), True)
+    o = T.f32([0, 0, 0, 0])
+    xq, oq = Opd(Q8, [1, 4, 4, 2], None, 0.5, 0), Opd(Q8, [0, 0, 0, 0], None, 1.0, 0)
+    wpc1 = Opd(QPC, [3, 2, 2, 2], np.zeros((3, 2, 2, 2)), const=True, channel=(1, [0.1, 0.1]))
+    wpc = Opd(QPC, [3, 2, 2, 2], np.zeros((3, 2, 2, 2)), const=True, channel=(0, [0.1, 0.1, 0.1]))
+    bq0 = Opd(I32T, [3], np.zeros(3), 0.0, 0, const=True)
+    ins = {
+        "one_dilation_explicit": [x, w, b] + i32s(0, 0, 0, 0, 1, 1, 0) + [T.b(False), T.i32(1)],
+        "one_dilation_implicit": [x, w, b] + i32s(1, 1, 1, 0) + [T.b(False), T.i32(1)],
+        "channel_dim": [xq, wpc1, bq0] + i32s(1, 1, 1, 0),
+        "pc_bias_scale": [xq, wpc, Opd(I32T, [3], np.zeros(3), 0.05, 0, const=True)] + i32s(1, 1, 1, 0),
+        "bias_scale": [xq, Opd(Q8, [3, 2, 2, 2], np.zeros((3, 2, 2, 2)), 0.5, 0, const=True),
+                       Opd(I32T, [3], np.zeros(3), 0.5, 0, const=True)] + i32s(1, 1, 1, 0),
+        "depth": [x, T.f32([3, 2, 2, 3], np.zeros((3, 2, 2, 3)), True), b] + i32s(1, 1, 1, 0),
+        "scheme": [x, w, b] + i32s(3, 1, 1, 0),
+        "neg_pad": [x, w, b] + i32s(-1, 0, 0, 0, 1, 1, 0),
+        "stride0": [x, w, b] + i32s(1, 0, 1, 0),
+        "rank3": [T.f32([4, 4, 2]), w, b] + i32s(1, 1, 1, 0),
+        "layout_type": [x, w, b] + i32s(0, 0, 0, 0, 1, 1, 0) + [T.i32(0)],
+        "filter_type": [x, Opd(Q8, [3, 2, 2, 2], np.zeros((3, 2, 2, 2)), 0.5, 0, const=True), b] + i32s(1, 1, 1, 0),
+        "bias_len": [x, w, T.f32([2], np.zeros(2), True)] + i32s(1, 1, 1, 0),
+    }[case]
+    out = oq if case in ("channel_dim", "pc_bias_scale", "bias_scale") else o
+    fails("CONV_2D", ins, [out], "CONV_2D", *words)
+
+
+def test_conv2d_filter_too_large_for_input_fails_at_compilation():
+    ins = [T.f32([1, 2, 2, 1]), T.f32([1, 3, 3, 1], np.ones((1, 3, 3, 1)), True), T.f32([1], [0.0], True)] \
+        + i32s(2, 1, 1, 0)
+    fails("CONV_2D", ins, [T.f32([0, 0, 0, 0])], "does not fit")
+
+
+# =================================================================================================
+# DEPTHWISE_CONV_2D
+# =================================================================================================
+DW_CASES = [
+    # (n, h, w, c, mult, kh, kw, strides, pads, dil, nchw, fuse)
+    (1, 6, 6, 3, 1, 3, 3, (1, 1), "SAME", (1, 1), False, 3),
+    (2, 7, 8, 2, 3, 3, 2, (2, 2), (1, 0, 0, 1), (1, 1), False, 0),
+    (1, 9, 9, 4, 2, 3, 3, (1, 3), "VALID", (2, 2), True, 1),
+    (1, 5, 9, 2, 1, 2, 2, (3, 2), "SAME", (1, 1), True, 2),
+]
+
+
+@pytest.mark.parametrize("case", DW_CASES)
+def test_depthwise_float_against_reference(case):
+    n, h, w, c, m, kh, kw, strides, pads, dil, nchw, fuse = case
+    o = c * m
+    x = RNG.standard_normal((n, h, w, c)).astype(np.float32)
+    wt = RNG.standard_normal((1, kh, kw, o)).astype(np.float32)
+    b = RNG.standard_normal(o).astype(np.float32)
+    p = _implicit_pads(pads, h, w, kh, kw, strides, dil) if isinstance(pads, str) else pads
+    ref = act_float(dw_ref(x.astype(np.float64), wt.astype(np.float64), b, strides, p, m, dil), fuse)
+    xin = to_nchw(x) if nchw else x
+    ins = _conv_inputs(T.f32(list(xin.shape), xin), T.f32([1, kh, kw, o], wt, True), T.f32([o], b, True),
+                       pads, strides, dil, nchw, fuse, extra=m)
+    (out,) = ok("DEPTHWISE_CONV_2D", ins, [T.f32([0, 0, 0, 0])])
+    got = from_nchw(out) if nchw else out
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("kind", ["q8", "pc_signed"])
+@pytest.mark.parametrize("case", DW_CASES)
+def test_depthwise_quant_bit_exact(kind, case):
+    n, h, w, c, m, kh, kw, strides, pads, dil, nchw, fuse = case
+    o = c * m
+    signed = kind == "pc_signed"
+    t, lo, hi = (Q8S, -128, 127) if signed else (Q8, 0, 255)
+    zx, zo, sx, so = (7, -9, 0.04, 0.02) if signed else (99, 140, 0.04, 0.02)
+    x = RNG.integers(lo, hi + 1, (n, h, w, c))
+    if signed:
+        wt = RNG.integers(-127, 128, (1, kh, kw, o))
+        scales = (0.001 + RNG.random(o) * 0.05).astype(np.float32)
+        w_opd = Opd(QPC, [1, kh, kw, o], wt, const=True, channel=(3, scales))
+        reals = (np.float32(sx) * scales).astype(np.float64) / so
+        bscale, wc = 0.0, wt
+    else:
+        wt = RNG.integers(0, 256, (1, kh, kw, o))
+        w_opd = Opd(Q8, [1, kh, kw, o], wt, 0.009, 133, const=True)
+        reals = prod32(sx, 0.009) / so
+        bscale, wc = prod32(sx, 0.009), wt - 133
+    b = RNG.integers(-2000, 2000, o)
+    p = _implicit_pads(pads, h, w, kh, kw, strides, dil) if isinstance(pads, str) else pads
+    acc = dw_ref((x - zx).astype(np.int64), wc.astype(np.int64), b, strides, p, m, dil)
+    ref = requant_ref(acc, reals, zo, *_act_range(fuse, so, zo, lo, hi))
+    xin = to_nchw(x) if nchw else x
+    ins = _conv_inputs(Opd(t, list(xin.shape), xin, sx, zx), w_opd, Opd(I32T, [o], b, bscale, 0, const=True),
+                       pads, strides, dil, nchw, fuse, extra=m)
+    (out,) = ok("DEPTHWISE_CONV_2D", ins, [Opd(t, [0, 0, 0, 0], None, so, zo)])
+    got = from_nchw(out) if nchw else out
+    np.testing.assert_array_equal(got, ref)
+
+
+@pytest.mark.parametrize("case, words", [
+    ("filter_dim0", ["shape [1, height, width, depth_out]", "got dimension 0 = 2"]),
+    ("mult", ["depth_out 4 must equal input depth × depth multiplier (2 × 3)"]),
+    ("channel_dim", ["channelDim 3", "got 0"]),
+    ("one_dilation", ["13 inputs", "pair"]),
+    ("mult0", ["depth multiplier) must be >= 1"]),
+])
+def test_depthwise_validation(case, words):
+    x = T.f32([1, 4, 4, 2])
+    w = T.f32([1, 2, 2, 4], np.zeros((1, 2, 2, 4)), True)
+    b = T.f32([4], np.zeros(4), True)
+    ins = {
+        "filter_dim0": [x, T.f32([2, 2, 2, 4], np.zeros((2, 2, 2, 4)), True), b] + i32s(1, 1, 1, 2, 0),
+        "mult": [x, w, b] + i32s(1, 1, 1, 3, 0),
+        "channel_dim": [Opd(Q8, [1, 4, 4, 2], None, 0.5, 0),
+                        Opd(QPC, [1, 2, 2, 4], np.zeros((1, 2, 2, 4)), const=True, channel=(0, [0.1])),
+                        Opd(I32T, [4], np.zeros(4), 0.0, 0, const=True)] + i32s(1, 1, 1, 2, 0),
+        "one_dilation": [x, w, b] + i32s(0, 0, 0, 0, 1, 1, 2, 0) + [T.b(False), T.i32(1)],
+        "mult0": [x, w, b] + i32s(1, 1, 1, 0, 0),
+    }[case]
+    out = Opd(Q8, [0, 0, 0, 0], None, 1.0, 0) if case == "channel_dim" else T.f32([0, 0, 0, 0])
+    fails("DEPTHWISE_CONV_2D", ins, [out], "DEPTHWISE_CONV_2D", *words)
+
+
+# =================================================================================================
+# GROUPED_CONV_2D
+# =================================================================================================
+@pytest.mark.parametrize("nchw", [False, True])
+@pytest.mark.parametrize("pads", ["SAME", (1, 0, 2, 1)])
+def test_grouped_conv_float_and_quant(nchw, pads):
+    n, h, w, groups, cg, og, kh, kw, strides = 2, 6, 5, 3, 2, 2, 3, 2, (2, 1)
+    c, o = groups * cg, groups * og
+    x = RNG.standard_normal((n, h, w, c)).astype(np.float32)
+    wt = RNG.standard_normal((o, kh, kw, cg)).astype(np.float32)
+    b = RNG.standard_normal(o).astype(np.float32)
+    p = _implicit_pads(pads, h, w, kh, kw, strides, (1, 1)) if isinstance(pads, str) else pads
+    ref = act_float(conv_ref(x.astype(np.float64), wt.astype(np.float64), b, strides, p, groups=groups), 1)
+    xin = to_nchw(x) if nchw else x
+
+    def ins_for(xo, wo, bo):
+        base = [xo, wo, bo]
+        if isinstance(pads, str):
+            base += i32s(1, strides[1], strides[0])
+        else:
+            t, bb, l, r = pads
+            base += i32s(l, r, t, bb, strides[1], strides[0])
+        return base + [T.i32(groups), T.i32(1), T.b(nchw)]
+
+    (out,) = ok("GROUPED_CONV_2D", ins_for(T.f32(list(xin.shape), xin), T.f32([o, kh, kw, cg], wt, True),
+                                           T.f32([o], b, True)), [T.f32([0, 0, 0, 0])])
+    np.testing.assert_allclose(from_nchw(out) if nchw else out, ref, rtol=1e-4, atol=1e-4)
+    # per-channel quantized
+    xq = RNG.integers(0, 256, (n, h, w, c))
+    wq = RNG.integers(-127, 128, (o, kh, kw, cg))
+    scales = (0.003 + RNG.random(o) * 0.01).astype(np.float32)
+    bq = RNG.integers(-500, 500, o)
+    acc = conv_ref((xq - 77).astype(np.int64), wq.astype(np.int64), bq, strides, p, groups=groups)
+    ref = requant_ref(acc, (np.float32(0.05) * scales).astype(np.float64) / 0.1, 60, *_act_range(1, 0.1, 60, 0, 255))
+    xqin = to_nchw(xq) if nchw else xq
+    (out,) = ok("GROUPED_CONV_2D", ins_for(Opd(Q8, list(xqin.shape), xqin, 0.05, 77),
+                                           Opd(QPC, [o, kh, kw, cg], wq, const=True, channel=(0, scales)),
+                                           Opd(I32T, [o], bq, 0.0, 0, const=True)),
+                [Opd(Q8, [0, 0, 0, 0], None, 0.1, 60)])
+    np.testing.assert_array_equal(from_nchw(out) if nchw else out, ref)
+
+
+@pytest.mark.parametrize("case, words", [
+    ("groups_out", ["4 output channels, not divisible by 3 groups"]),
+    ("groups_in", ["input 0 depth 6 must equal groups × filter depth (3 × 1)"]),
+    ("no_layout", ["expected 9 or 12 inputs, got 8"]),
+])
+def test_grouped_conv_validation(case, words):
+    x = T.f32([1, 4, 4, 6])
+    if case == "groups_out":
+        ins = [x, T.f32([4, 1, 1, 2], np.zeros((4, 1, 1, 2)), True), T.f32([4], np.zeros(4), True)] \
+            + i32s(1, 1, 1, 3, 0) + [T.b(False)]
+    elif case == "groups_in":
+        ins = [x, T.f32([3, 1, 1, 1], np.zeros((3, 1, 1, 1)), True), T.f32([3], np.zeros(3), True)] \
+            + i32s(1, 1, 1, 3, 0) + [T.b(False)]
+    else:
+        ins = [x, T.f32([3, 1, 1, 2], np.zeros((3, 1, 1, 2)), True), T.f32([3], np.zeros(3), True)] \
+            + i32s(1, 1, 1, 3, 0)
+    fails("GROUPED_CONV_2D", ins, [T.f32([0, 0, 0, 0])], "GROUPED_CONV_2D", *words)
+
+
+# =================================================================================================
+# TRANSPOSE_CONV_2D
+# =================================================================================================
+@pytest.mark.parametrize("nchw", [False, True])
+@pytest.mark.parametrize("variant", ["explicit", "same_crop", "same_extend", "valid"])
+def test_transpose_conv_float(nchw, variant):
+    n, h, w, c, o, kh, kw, strides = 2, 3, 4, 2, 3, 3, 2, (2, 3)
+    full_h, full_w = (h - 1) * strides[0] + kh, (w - 1) * strides[1] + kw
+    x = RNG.standard_normal((n, h, w, c)).astype(np.float32)
+    wt = RNG.standard_normal((o, kh, kw, c)).astype(np.float32)
+    b = RNG.standard_normal(o).astype(np.float32)
+    xin = to_nchw(x) if nchw else x
+    base = [T.f32(list(xin.shape), xin), T.f32([o, kh, kw, c], wt, True), T.f32([o], b, True)]
+    tail = [T.i32(0), T.b(nchw)]
+    if variant == "explicit":
+        pt, pb, pl, pr = 1, 2, 0, 1
+        ins = base + i32s(pl, pr, pt, pb, strides[1], strides[0]) + tail
+        out_hw, p = (full_h - pt - pb, full_w - pl - pr), (pt, pl)
+    else:
+        want = {"same_crop": (full_h - 3, full_w - 2), "same_extend": (full_h + 3, full_w + 1),
+                "valid": (5, 5)}[variant]
+        shape = [n, o, *want] if nchw else [n, *want, o]
+        scheme = 2 if variant == "valid" else 1
+        ins = base + [T.i32t([4], shape, True)] + i32s(scheme, strides[1], strides[0]) + tail
+        if variant == "valid":
+            out_hw, p = (full_h, full_w), (0, 0)
+        else:
+            th, tw = full_h - want[0], full_w - want[1]
+            out_hw, p = want, (max(th, 0) // 2, max(tw, 0) // 2)
+    ref = tconv_ref(x.astype(np.float64), wt.astype(np.float64), b, strides, p, out_hw)
+    (out,) = ok("TRANSPOSE_CONV_2D", ins, [T.f32([0, 0, 0, 0])])
+    np.testing.assert_allclose(from_nchw(out) if nchw else out, ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("signed", [False, True])
+def test_transpose_conv_quant_per_channel_bit_exact(signed):
+    n, h, w, c, o, kh, kw, strides = 1, 3, 3, 3, 2, 3, 3, (2, 2)
+    t, lo, hi = (Q8S, -128, 127) if signed else (Q8, 0, 255)
+    zx, zo = (-3, 10) if signed else (128, 100)
+    x = RNG.integers(lo, hi + 1, (n, h, w, c))
+    wt = RNG.integers(-127, 128, (o, kh, kw, c))
+    scales = np.array([0.004, 0.0075], np.float32)
+    b = np.array([1000, -1000])
+    pt, pb, pl, pr = 1, 1, 0, 2
+    out_hw = ((h - 1) * 2 + kh - pt - pb, (w - 1) * 2 + kw - pl - pr)
+    acc = tconv_ref((x - zx).astype(np.int64), wt.astype(np.int64), b, strides, (pt, pl), out_hw)
+    ref = requant_ref(acc, (np.float32(0.1) * scales).astype(np.float64) / 0.2, zo, lo, hi)
+    ins = [Opd(t, [n, h, w, c], x, 0.1, zx), Opd(QPC, [o, kh, kw, c], wt, const=True, channel=(0, scales)),
+           Opd(I32T, [o], b, 0.0, 0, const=True)] + i32s(pl, pr, pt, pb, 2, 2, 0) + [T.b(False)]
+    (out,) = ok("TRANSPOSE_CONV_2D", ins, [Opd(t, [0, 0, 0, 0], None, 0.2, zo)])
+    np.testing.assert_array_equal(out, ref)
+
+
+@pytest.mark.parametrize("case, words", [
+    ("count", ["expected 9 or 11 inputs, got 10"]),
+    ("shape_len", ["output shape) has 3 elements, expected 4"]),
+    ("shape_type", ["output shape) has type TENSOR_FLOAT32"]),
+    ("too_much_padding", ["leave no output"]),
+])
+def test_transpose_conv_validation(case, words):
+    x = T.f32([1, 2, 2, 1])
+    w = T.f32([1, 3, 3, 1], np.ones((1, 3, 3, 1)), True)
+    b = T.f32([1], [0.0], True)
+    ins = {
+        "count": [x, w, b] + i32s(0, 0, 0, 0, 1, 1) + [T.b(False)],
+        "shape_len": [x, w, b, T.i32t([3], [1, 4, 4], True)] + i32s(1, 1, 1, 0) + [T.b(False)],
+        "shape_type": [x, w, b, T.f32([4], [1, 4, 4, 1], True)] + i32s(1, 1, 1, 0) + [T.b(False)],
+        "too_much_padding": [x, w, b] + i32s(2, 2, 2, 2, 1, 1, 0) + [T.b(False)],
+    }[case]
+    fails("TRANSPOSE_CONV_2D", ins, [T.f32([0, 0, 0, 0])], "TRANSPOSE_CONV_2D", *words)
+
+
+# =================================================================================================
+# BATCH_MATMUL
+# =================================================================================================
+@pytest.mark.parametrize("adj", [(False, False), (True, False), (False, True), (True, True)])
+@pytest.mark.parametrize("batch", [(), (3,), (2, 2)])
+def test_batch_matmul_float(adj, batch):
+    ax, ay = adj
+    a = RNG.standard_normal(batch + ((4, 3) if ax else (3, 4))).astype(np.float32)
+    b = RNG.standard_normal(batch + ((5, 4) if ay else (4, 5))).astype(np.float32)
+    (out,) = ok("BATCH_MATMUL", [T.f32(list(a.shape), a), T.f32(list(b.shape), b), T.b(ax), T.b(ay)],
+                [T.f32([0] * (len(batch) + 2))])
+    ref = (np.swapaxes(a, -1, -2) if ax else a) @ (np.swapaxes(b, -1, -2) if ay else b)
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_batch_matmul_two_inputs_only_and_float16():
+    a = RNG.standard_normal((2, 3)).astype(np.float16)
+    b = RNG.standard_normal((3, 2)).astype(np.float16)
+    (out,) = ok("BATCH_MATMUL", [T.f16([2, 3], a), T.f16([3, 2], b)], [T.f16([2, 2])])
+    np.testing.assert_allclose(out.astype(np.float32), a.astype(np.float32) @ b.astype(np.float32),
+                               rtol=5e-3, atol=5e-3)
+
+
+def test_batch_matmul_int32_exact_and_wraps():
+    a = np.array([[[2 ** 20, 3], [-7, 2 ** 30]]], np.int64)
+    b = np.array([[[2 ** 15, 1], [5, -2 ** 10]]], np.int64)
+    (out,) = ok("BATCH_MATMUL", [T.i32t([1, 2, 2], a), T.i32t([1, 2, 2], b), T.b(False), T.b(False)],
+                [T.i32t([1, 2, 2])])
+    ref = (a @ b).astype(np.int64)
+    ref = ((ref + 2 ** 31) % 2 ** 32 - 2 ** 31).astype(np.int32)
+    np.testing.assert_array_equal(out, ref)
+
+
+def test_batch_matmul_quant8_signed_bit_exact():
+    a = RNG.integers(-128, 128, (2, 3, 40))
+    b = RNG.integers(-128, 128, (2, 40, 2))
+    ins = [Opd(Q8S, [2, 3, 40], a, 0.05, -7), Opd(Q8S, [2, 40, 2], b, 0.02, 12), T.b(False), T.b(False)]
+    (out,) = ok("BATCH_MATMUL", ins, [Opd(Q8S, [2, 3, 2], None, 0.3, 4)])
+    acc = (a - (-7)) @ (b - 12)
+    np.testing.assert_array_equal(out, requant_ref(acc, prod32(0.05, 0.02) / 0.3, 4, -128, 127))
+
+
+@pytest.mark.parametrize("case, words", [
+    ("rank", ["same rank, got 3 and 2"]),
+    ("inner", ["inner dimensions differ: 4 (input 0) vs 3 (input 1)"]),
+    ("batch", ["batch dimension 0 differs"]),
+    ("type", ["TENSOR_QUANT8_ASYMM"]),
+    ("adj_type", ["adj_x", "BOOL"]),
+    ("rank5", ["rank 5, expected 2..4"]),
+])
+def test_batch_matmul_validation(case, words):
+    f = T.f32
+    ins = {
+        "rank": [f([2, 3, 4]), f([4, 5]), T.b(False), T.b(False)],
+        "inner": [f([3, 4]), f([3, 5]), T.b(False), T.b(False)],
+        "batch": [f([2, 3, 4]), f([3, 4, 5]), T.b(False), T.b(False)],
+        "type": [Opd(Q8, [2, 2], None, 0.5, 0), Opd(Q8, [2, 2], None, 0.5, 0), T.b(False), T.b(False)],
+        "adj_type": [f([3, 4]), f([4, 5]), T.i32(0), T.b(False)],
+        "rank5": [f([1, 1, 1, 3, 4]), f([1, 1, 1, 4, 5]), T.b(False), T.b(False)],
+    }[case]
+    out = Opd(Q8, [0, 0], None, 1.0, 0) if case == "type" else f([0] * (len(ins[0].dims)))
+    fails("BATCH_MATMUL", ins, [out], "BATCH_MATMUL", *words)
