@@ -11,6 +11,7 @@ _MODULES = (
     "conv", "dense", "pool", "resize", "spatial",                          # family 2
     "shape", "slicing", "reduce", "gather",                                # family 3
     "control",                                                             # IF, WHILE
+    "detection",                                                           # NMS, ROI_ALIGN/POOLING
 )
 
 for _m in _MODULES:
