@@ -423,6 +423,46 @@ external:
     ANeuralNetworksModel_free(m);
 }
 
+/*
+ * After Event_wait has returned and Event_free has run, the library must not touch the
+ * event's sync-fence fd any more: a late write() of the completion signal to a closed fd
+ * number lands in whatever file the application opens next under that number.  Here the
+ * "next file" is a fresh eventfd, which must stay unsignalled.
+ */
+static void test_fence_fd_hygiene(void) {
+    ck_section("no writes to a fence fd after Event_wait/Event_free");
+    ANeuralNetworksModel* m = NULL;
+    REQUIRE_RC(nn_build_add_vec(4, &m), E_OK);
+    ANeuralNetworksCompilation* c = NULL;
+    REQUIRE_RC(nn_compile(m, &c), E_OK);
+    float a[4] = {1, 2, 3, 4}, b[4] = {4, 3, 2, 1}, o[4];
+    int corrupted = 0, rounds = 0, errors = 0;
+    for (int it = 0; it < 60; it++) {
+        ANeuralNetworksExecution* e = NULL;
+        ANeuralNetworksEvent* ev = NULL;
+        if (nn_prepare2(c, a, b, o, 4, &e) != E_OK ||
+            ANeuralNetworksExecution_startComputeWithDependencies(e, NULL, 0, 0, &ev) != E_OK ||
+            ANeuralNetworksEvent_wait(ev) != E_OK) {
+            errors++;
+        }
+        ANeuralNetworksEvent_free(ev);
+        ANeuralNetworksExecution_free(e);
+        int efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (efd < 0) break;
+        usleep(2000);
+        uint64_t v = 0;
+        if (read(efd, &v, sizeof v) == (ssize_t)sizeof v) corrupted++; /* someone wrote into our fd */
+        close(efd);
+        rounds++;
+    }
+    CHECK_MSG(errors == 0, "%d of 60 startComputeWithDependencies/Event_wait rounds failed", errors);
+    CHECK_MSG(corrupted == 0,
+              "%d of %d fresh eventfds were written to by the library (late completion write to the "
+              "sync-fence fd of an already freed event whose fd number was reused)", corrupted, rounds);
+    ANeuralNetworksCompilation_free(c);
+    ANeuralNetworksModel_free(m);
+}
+
 /* ------------------------------------------------------------------------ */
 
 static void test_fd_memory(void) {
@@ -1159,6 +1199,7 @@ int main(void) {
     test_add_basic();
     test_async_and_burst();
     test_dependencies();
+    test_fence_fd_hygiene();
     test_fd_memory();
     test_device_memory();
     test_timing();

@@ -18,9 +18,9 @@ class Event:
 
     def signal(self, status):
         self.status = status
-        self._done.set()
         if self.fd >= 0:
-            os.eventfd_write(self.fd, 1)
+            os.eventfd_write(self.fd, 1)     # before waking waiters: Event_free may close it next
+        self._done.set()
 
     def wait(self):
         self._done.wait()
