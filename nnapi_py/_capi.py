@@ -65,60 +65,25 @@ def _bad_handle(h, want):
     return bad_data(f"{want} {h:#x} is an {_KIND_NAMES.get(type(o), type(o).__name__)}, not an {want}")
 
 
-def _model(h):
-    o = _H.get(h)
-    if o.__class__ is Model:
-        return o
-    raise _bad_handle(h, "ANeuralNetworksModel")
+def _handle_getter(want, *classes):
+    """h -> the live object behind handle h if it is one of `classes`, else the error naming
+    what the argument should have been (`want`)."""
+    def get(h):
+        o = _H.get(h)
+        if o.__class__ in classes:
+            return o
+        raise _bad_handle(h, want)
+    return get
 
 
-def _comp(h):
-    o = _H.get(h)
-    if o.__class__ is Compilation:
-        return o
-    raise _bad_handle(h, "ANeuralNetworksCompilation")
-
-
-def _exec(h):
-    o = _H.get(h)
-    if o.__class__ is Execution:
-        return o
-    raise _bad_handle(h, "ANeuralNetworksExecution")
-
-
-def _memory(h):
-    o = _H.get(h)
-    if o.__class__ is Memory or o.__class__ is DescMemory:
-        return o
-    raise _bad_handle(h, "ANeuralNetworksMemory")
-
-
-def _desc(h):
-    o = _H.get(h)
-    if o.__class__ is MemoryDesc:
-        return o
-    raise _bad_handle(h, "ANeuralNetworksMemoryDesc")
-
-
-def _burst(h):
-    o = _H.get(h)
-    if o.__class__ is Burst:
-        return o
-    raise _bad_handle(h, "ANeuralNetworksBurst")
-
-
-def _event(h):
-    o = _H.get(h)
-    if o.__class__ is Event or o.__class__ is FenceEvent:
-        return o
-    raise _bad_handle(h, "ANeuralNetworksEvent")
-
-
-def _device(h):
-    o = _H.get(h)
-    if o is DEVICE:
-        return o
-    raise _bad_handle(h, "ANeuralNetworksDevice")
+_model = _handle_getter("ANeuralNetworksModel", Model)
+_comp = _handle_getter("ANeuralNetworksCompilation", Compilation)
+_exec = _handle_getter("ANeuralNetworksExecution", Execution)
+_memory = _handle_getter("ANeuralNetworksMemory", Memory, DescMemory)
+_desc = _handle_getter("ANeuralNetworksMemoryDesc", MemoryDesc)
+_burst = _handle_getter("ANeuralNetworksBurst", Burst)
+_event = _handle_getter("ANeuralNetworksEvent", Event, FenceEvent)
+_device = _handle_getter("ANeuralNetworksDevice", Device)     # DEVICE is its only instance
 
 
 def _out(p, what):
@@ -406,17 +371,31 @@ def Execution_free(h):
         del _H[h]
 
 
+def _io_type(tp, code, count, d0, d1, d2, d3, dims, scale, zp):
+    """The ANeuralNetworksOperandType given to a setInput/setOutput call as set_io takes it
+    (None: NULL, the model's type)."""
+    td = _type_desc(tp, code, count, d0, d1, d2, d3, dims) if tp else None
+    return td and (td[0], td[1], scale, zp)
+
+
+def _set_from_memory(is_input, h, index, typ, mem, offset, length):
+    ex = _exec(h)
+    if mem == 0:
+        raise null("memory is NULL")
+    m = _memory(mem)
+    ex.set_io(is_input, index, _io_type(*typ), 1, length, m, offset)
+    return 0
+
+
 def Execution_setInput(h, index, tp, code, count, d0, d1, d2, d3, dims, scale, zp, buf, length):
     ex = _exec(h)
-    td = _type_desc(tp, code, count, d0, d1, d2, d3, dims) if tp else None
-    ex.set_io(True, index, td and (td[0], td[1], scale, zp), buf, length)
+    ex.set_io(True, index, _io_type(tp, code, count, d0, d1, d2, d3, dims, scale, zp), buf, length)
     return 0
 
 
 def Execution_setOutput(h, index, tp, code, count, d0, d1, d2, d3, dims, scale, zp, buf, length):
     ex = _exec(h)
-    td = _type_desc(tp, code, count, d0, d1, d2, d3, dims) if tp else None
-    ex.set_io(False, index, td and (td[0], td[1], scale, zp), buf, length)
+    ex.set_io(False, index, _io_type(tp, code, count, d0, d1, d2, d3, dims, scale, zp), buf, length)
     return 0
 
 
@@ -454,23 +433,11 @@ def Execution_setOutputFromMemory_untyped(h, index, mem, offset, length):
 
 
 def Execution_setInputFromMemory(h, index, tp, code, count, d0, d1, d2, d3, dims, scale, zp, mem, offset, length):
-    ex = _exec(h)
-    if mem == 0:
-        raise null("memory is NULL")
-    m = _memory(mem)
-    td = _type_desc(tp, code, count, d0, d1, d2, d3, dims) if tp else None
-    ex.set_io(True, index, td and (td[0], td[1], scale, zp), 1, length, m, offset)
-    return 0
+    return _set_from_memory(True, h, index, (tp, code, count, d0, d1, d2, d3, dims, scale, zp), mem, offset, length)
 
 
 def Execution_setOutputFromMemory(h, index, tp, code, count, d0, d1, d2, d3, dims, scale, zp, mem, offset, length):
-    ex = _exec(h)
-    if mem == 0:
-        raise null("memory is NULL")
-    m = _memory(mem)
-    td = _type_desc(tp, code, count, d0, d1, d2, d3, dims) if tp else None
-    ex.set_io(False, index, td and (td[0], td[1], scale, zp), 1, length, m, offset)
-    return 0
+    return _set_from_memory(False, h, index, (tp, code, count, d0, d1, d2, d3, dims, scale, zp), mem, offset, length)
 
 
 def Execution_setMeasureTiming(h, measure):

@@ -9,7 +9,6 @@ Every test builds a one-operation model and runs it through libneuralnetworks.so
 mode, tests/nnhelp.py).  Zero-sized tensors cannot be model inputs in NNAPI (a 0 dimension
 means "unspecified"), so the zero-sized kernels are also exercised in-process at the end.
 """
-import math
 import os
 import sys
 
@@ -17,7 +16,8 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from nnhelp import T, Opd, add_op_code, run_op  # noqa: E402
+from nnhelp import T, Opd, add_op_code, op_ok as ok, op_fails as fails  # noqa: E402
+from qref import quantize_multiplier, mul_q  # noqa: E402
 
 pytestmark = pytest.mark.skipif(
     __import__("nnhelp").lib is None, reason="build/lib/libneuralnetworks.so missing: run `make lib`")
@@ -25,20 +25,6 @@ pytestmark = pytest.mark.skipif(
 BAD_DATA, OP_FAILED = 4, 5
 FLOAT32, INT32 = 0, 1
 F32, I32T, Q8, F16, BOOL8, Q16S, PERCH, Q16A, Q8SYMM, Q8S = 3, 4, 5, 8, 9, 7, 11, 12, 13, 14
-
-
-def ok(op, ins, outs, **kw):
-    code, res = run_op(op, ins, outs, **kw)
-    assert code == 0, res
-    return res
-
-
-def fails(op, ins, outs, *words, code=BAD_DATA):
-    got, msg = run_op(op, ins, outs)
-    assert got == code, f"expected {code}, got {got}: {msg}"
-    for w in words:
-        assert w in msg, f"{w!r} not in {msg!r}"
-    return msg
 
 
 def add_fails(op, ins, outs, *words):
@@ -197,31 +183,13 @@ def test_prelu_broadcast_shapes():
 
 
 def _prelu_ref(x, a, si, zi, sa, za, so, zo, lo, hi):
-    """Scalar transcription of the reference: two fixed-point multipliers, round half away."""
-    def qm(d):
-        m, e = math.frexp(d)
-        q = int(math.floor(m * (1 << 31) + 0.5))
-        return (q // 2, e + 1) if q == 1 << 31 else (q, e)
-
-    def srdhm(p, q):
-        ab = p * q
-        s = ab + ((1 << 30) if ab >= 0 else 1 - (1 << 30))
-        return s // (1 << 31) if s >= 0 else -((-s) // (1 << 31))
-
-    def rdbpot(v, e):
-        if e <= 0:
-            return v
-        mask = (1 << e) - 1
-        return (v >> e) + (1 if (v & mask) > (mask >> 1) + (1 if v < 0 else 0) else 0)
-
-    def mul(v, q, sh):
-        return rdbpot(srdhm(v * (1 << max(sh, 0)), q), max(-sh, 0))
-    qp, sp = qm(float(np.float32(si)) / float(np.float32(so)))
-    qn, sn = qm(float(np.float32(si)) * float(np.float32(sa)) / float(np.float32(so)))
+    """The reference (qref's scalar transcription): two fixed-point multipliers, round half away."""
+    qp, sp = quantize_multiplier(float(np.float32(si)) / float(np.float32(so)))
+    qn, sn = quantize_multiplier(float(np.float32(si)) * float(np.float32(sa)) / float(np.float32(so)))
     out = []
     for xv, av in zip(x, a):
         v = int(xv) - zi
-        r = mul(v, qp, sp) if v >= 0 else mul(v * (int(av) - za), qn, sn)
+        r = mul_q(v, qp, sp) if v >= 0 else mul_q(v * (int(av) - za), qn, sn)
         out.append(min(max(r + zo, lo), hi))
     return out
 

@@ -9,7 +9,6 @@ filter taps, einsum over the rest, in float64).  Quantized results are compared 
 with the integer sums of those references requantized by a scalar transcription of the
 reference arithmetic (fixed-point multiplier, rounding half away from zero).
 """
-import math
 import os
 import sys
 
@@ -19,7 +18,8 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
-from nnhelp import T, Opd, ffi, lib, op_code, run_op, last_error  # noqa: E402
+from nnhelp import T, Opd, lib, expect_ok, op_ok as ok, op_fails as fails  # noqa: E402
+from qref import quantize_multiplier, mul_q, act_range  # noqa: E402
 
 pytestmark = pytest.mark.skipif(lib is None, reason="build/lib/libneuralnetworks.so missing: run `make lib`")
 
@@ -28,68 +28,11 @@ F32, I32T, Q8, F16, Q8S, QPC = 3, 4, 5, 8, 14, 11
 RNG = np.random.default_rng(1234)
 
 
-def ok(op, ins, outs, **kw):
-    code, res = run_op(op, ins, outs, **kw)
-    assert code == 0, res
-    return res
-
-
-def fails(op, ins, outs, *words, code=BAD_DATA):
-    got, msg = run_op(op, ins, outs)
-    assert got == code, f"expected {code}, got {got}: {msg}"
-    for w in words:
-        assert w in msg, f"{w!r} not in {msg!r}"
-    return msg
-
-
 def i32s(*vals):
     return [T.i32(v) for v in vals]
 
 
-# ---- scalar transcription of the reference requantization -----------------------------------
-def _qm(d):
-    if d == 0:
-        return 0, 0
-    m, e = math.frexp(d)
-    q = int(math.floor(m * (1 << 31) + 0.5))
-    if q == 1 << 31:
-        q //= 2
-        e += 1
-    if e < -31:
-        return 0, 0
-    return q, e
-
-
-def _srdhm(a, b):
-    ab = a * b
-    s = ab + ((1 << 30) if ab >= 0 else 1 - (1 << 30))
-    return s // (1 << 31) if s >= 0 else -((-s) // (1 << 31))
-
-
-def _rdbpot(x, e):
-    mask = (1 << e) - 1
-    return (x >> e) + (1 if (x & mask) > (mask >> 1) + (1 if x < 0 else 0) else 0)
-
-
-def _mul_q(x, q, shift):
-    x = x * (1 << max(shift, 0))
-    x = max(-(1 << 31), min((1 << 31) - 1, x))
-    return _rdbpot(_srdhm(x, q), max(-shift, 0))
-
-
-def _act_range(fuse, scale, zp, lo, hi):
-    def q(v):                     # std::round(float(v) / float(scale))
-        r = float(np.float32(v) / np.float32(scale))
-        return zp + int(math.copysign(math.floor(abs(r) + 0.5), r))
-    if fuse == 1:
-        lo = max(lo, q(0.0))
-    elif fuse == 2:
-        lo, hi = max(lo, q(-1.0)), min(hi, q(1.0))
-    elif fuse == 3:
-        lo, hi = max(lo, q(0.0)), min(hi, q(6.0))
-    return lo, hi
-
-
+# ---- reference requantization (qref: the scalar transcription of the reference arithmetic) ----
 def requant_ref(acc, reals, zp, lo, hi):
     """acc: int array [..., C]; reals: scalar or per-channel multipliers."""
     acc = np.asarray(acc, np.int64)
@@ -97,8 +40,8 @@ def requant_ref(acc, reals, zp, lo, hi):
     out = np.empty(acc.shape, np.int64)
     flat, of = acc.reshape(-1, acc.shape[-1]), out.reshape(-1, acc.shape[-1])
     for c in range(acc.shape[-1]):
-        q, s = _qm(float(reals[c]))
-        of[:, c] = [min(hi, max(lo, _mul_q(int(v), q, s) + zp)) for v in flat[:, c]]
+        q, s = quantize_multiplier(float(reals[c]))
+        of[:, c] = [min(hi, max(lo, mul_q(int(v), q, s) + zp)) for v in flat[:, c]]
     return out
 
 
@@ -184,105 +127,11 @@ def from_nchw(a):
     return a.transpose(0, 2, 3, 1)
 
 
-# ---- a small multi-operation model runner (nnhelp.run_op builds one operation only) ----------
-class Graph:
-    def __init__(self):
-        self.opds = []
-        self.ops = []
-
-    def add(self, o):
-        self.opds.append(o)
-        return len(self.opds) - 1
-
-    def op(self, name, ins, outs):
-        self.ops.append((name, ins, outs))
-
-    def run(self, model_inputs, model_outputs, feeds, runs=1):
-        """feeds: list (one per run) of lists of arrays.  Returns (code, [[outputs] per run])."""
-        keep = []
-        mp = ffi.new("ANeuralNetworksModel**")
-        assert lib.ANeuralNetworksModel_create(mp) == 0
-        model = mp[0]
-        comp = ffi.new("ANeuralNetworksCompilation**")
-        comp[0] = ffi.NULL
-        try:
-            for k, o in enumerate(self.opds):
-                dims = ffi.new("uint32_t[]", o.dims) if o.dims else ffi.NULL
-                keep.append(dims)
-                t = ffi.new("ANeuralNetworksOperandType*", {"type": o.type, "dimensionCount": len(o.dims),
-                                                            "dimensions": dims, "scale": o.scale,
-                                                            "zeroPoint": o.zp})
-                assert lib.ANeuralNetworksModel_addOperand(model, t) == 0, last_error()
-                if o.channel is not None:
-                    sc = ffi.new("float[]", list(o.channel[1]))
-                    keep.append(sc)
-                    p = ffi.new("ANeuralNetworksSymmPerChannelQuantParams*",
-                                {"channelDim": o.channel[0], "scaleCount": len(o.channel[1]), "scales": sc})
-                    assert lib.ANeuralNetworksModel_setOperandSymmPerChannelQuantParams(model, k, p) == 0
-                if o.const and o.data is not None:
-                    a = np.ascontiguousarray(o.array())
-                    keep.append(a)
-                    assert lib.ANeuralNetworksModel_setOperandValue(model, k, ffi.from_buffer(a), a.nbytes) == 0
-            for name, ins, outs in self.ops:
-                rc = lib.ANeuralNetworksModel_addOperation(model, op_code(name), len(ins), ffi.new("uint32_t[]", ins),
-                                                           len(outs), ffi.new("uint32_t[]", outs))
-                if rc:
-                    return rc, last_error()
-            assert lib.ANeuralNetworksModel_identifyInputsAndOutputs(
-                model, len(model_inputs), ffi.new("uint32_t[]", model_inputs),
-                len(model_outputs), ffi.new("uint32_t[]", model_outputs)) == 0
-            rc = lib.ANeuralNetworksModel_finish(model)
-            if rc:
-                return rc, last_error()
-            assert lib.ANeuralNetworksCompilation_create(model, comp) == 0
-            rc = lib.ANeuralNetworksCompilation_finish(comp[0])
-            if rc:
-                return rc, last_error()
-            results = []
-            for feed in feeds:
-                ex = ffi.new("ANeuralNetworksExecution**")
-                assert lib.ANeuralNetworksExecution_create(comp[0], ex) == 0
-                try:
-                    for pos, a in enumerate(feed):
-                        a = np.ascontiguousarray(a)
-                        keep.append(a)
-                        assert lib.ANeuralNetworksExecution_setInput(ex[0], pos, ffi.NULL, ffi.from_buffer(a),
-                                                                     a.nbytes) == 0, last_error()
-                    bufs = []
-                    for k, oi in enumerate(model_outputs):
-                        o = self.opds[oi]
-                        size = int(np.prod(o.dims)) if o.dims and all(o.dims) else 1 << 12
-                        b = np.zeros(size, {F32: np.float32, Q8: np.uint8, Q8S: np.int8, F16: np.float16}[o.type])
-                        bufs.append(b)
-                        assert lib.ANeuralNetworksExecution_setOutput(ex[0], k, ffi.NULL, ffi.from_buffer(b),
-                                                                      b.nbytes) == 0
-                    rc = lib.ANeuralNetworksExecution_compute(ex[0])
-                    if rc:
-                        return rc, last_error()
-                    outs = []
-                    for k, b in enumerate(bufs):
-                        r = ffi.new("uint32_t*")
-                        assert lib.ANeuralNetworksExecution_getOutputOperandRank(ex[0], k, r) == 0
-                        d = ffi.new("uint32_t[]", max(r[0], 1))
-                        assert lib.ANeuralNetworksExecution_getOutputOperandDimensions(ex[0], k, d) == 0
-                        shape = [d[i] for i in range(r[0])]
-                        outs.append(b[:int(np.prod(shape))].reshape(shape))
-                    results.append(outs)
-                finally:
-                    lib.ANeuralNetworksExecution_free(ex[0])
-            return 0, results
-        finally:
-            if comp[0] != ffi.NULL:
-                lib.ANeuralNetworksCompilation_free(comp[0])
-            lib.ANeuralNetworksModel_free(model)
-
-
 # =================================================================================================
 # OutputStage (the vectorised requantization) against quant.py
 # =================================================================================================
 def test_output_stage_matches_quant_py():
     from nnapi_py.ops import quant as Q
-    from nnapi_py.ops.dense import OutputStage
     rng = np.random.default_rng(7)
     modes = set()
     for trial in range(600):
@@ -301,7 +150,7 @@ def test_output_stage_matches_quant_py():
         bnd = int(10 ** rng.uniform(1, 9))
         acc = rng.integers(-bnd, bnd + 1, (3, 4, nch)).astype(np.float64)
         acc.reshape(-1, nch)[:6] = np.array([-3, -2, -1, 0, 1, 2])[:, None]
-        st = OutputStage(reals, zp, lo, hi, bias=bias, acc_bound=bnd)
+        st = Q.OutputStage(reals, zp, lo, hi, bias=bias, acc_bound=bnd)
         modes.add(st.mode)
         out = np.empty(acc.shape, np.int64)
         st(acc, out)
@@ -345,7 +194,7 @@ def test_fc_quant_bit_exact(fuse, signed):
            Opd(I32T, [6], b, prod32(sx, sw), 0, const=True), T.i32(fuse)]
     (out,) = ok("FULLY_CONNECTED", ins, [Opd(t, [3, 6], None, so, zo)])
     acc = (x - zx) @ (w - zw).T + b
-    lo2, hi2 = _act_range(fuse, so, zo, lo, hi)
+    lo2, hi2 = act_range(fuse, so, zo, lo, hi)
     np.testing.assert_array_equal(out, requant_ref(acc, prod32(sx, sw) / so, zo, lo2, hi2))
 
 
@@ -390,37 +239,20 @@ def test_fc_nan_and_inf_propagate():
 
 
 def test_fc_weights_as_model_input_are_read_every_execution():
-    g = Graph()
-    x = g.add(T.f32([1, 3]))
-    w = g.add(T.f32([2, 3]))
-    b = g.add(T.f32([2], [0.5, -0.5], const=True))
-    f = g.add(T.i32(0))
-    y = g.add(T.f32([1, 2]))
-    g.op("FULLY_CONNECTED", [x, w, b, f], [y])
+    ins = [T.f32([1, 3]), T.f32([2, 3]), T.f32([2], [0.5, -0.5], const=True), T.i32(0)]
     xv = np.array([[1, 2, 3]], np.float32)
     w1 = np.array([[1, 0, 0], [0, 1, 0]], np.float32)
     w2 = np.array([[0, 0, 1], [1, 1, 1]], np.float32)
-    code, res = g.run([x, w], [y], [[xv, w1], [xv, w2]])
-    assert code == 0, res
+    res = [expect_ok(run) for run in ok("FULLY_CONNECTED", ins, [T.f32([1, 2])], runs=[[xv, w1], [xv, w2]])]
     assert res[0][0].tolist() == [[1.5, 1.5]]
     assert res[1][0].tolist() == [[3.5, 5.5]]
 
 
 def test_fc_zero_batch():
-    g = Graph()
-    x = g.add(T.f32([2, 4]))
-    begin = g.add(T.i32t([2], [0, 0], const=True))
-    size = g.add(T.i32t([2], [0, 4], const=True))
-    xs = g.add(T.f32([0, 0]))
-    w = g.add(T.f32([3, 4], RNG.standard_normal((3, 4)), const=True))
-    b = g.add(T.f32([3], [0, 0, 0], const=True))
-    f = g.add(T.i32(0))
-    y = g.add(T.f32([0, 0]))
-    g.op("SLICE", [x, begin, size], [xs])
-    g.op("FULLY_CONNECTED", [xs, w, b, f], [y])
-    code, res = g.run([x], [y], [[np.ones((2, 4), np.float32)]])
-    assert code == 0, res
-    assert res[0][0].shape == (0, 3)
+    xs = T.f32([0, 0], np.zeros((0, 4)))       # zero-sized: made by a SLICE inside the graph
+    w = T.f32([3, 4], RNG.standard_normal((3, 4)), const=True)
+    res = ok("FULLY_CONNECTED", [xs, w, T.f32([3], [0, 0, 0], const=True), T.i32(0)], [T.f32([0, 0])])
+    assert res[0].shape == (0, 3)
 
 
 def test_fc_lower_output_scale_needs_feature_level_3_but_is_accepted():
@@ -557,7 +389,7 @@ def test_conv2d_quant_bit_exact(kind, case):
     b = RNG.integers(-5000, 5000, o)
     p = _implicit_pads(pads, h, w, kh, kw, strides, dil) if isinstance(pads, str) else pads
     acc = conv_ref((x - zx).astype(np.int64), wc.astype(np.int64), b, strides, p, dil)
-    ref = requant_ref(acc, reals, zo, *_act_range(fuse, so, zo, lo, hi))
+    ref = requant_ref(acc, reals, zo, *act_range(fuse, so, zo, lo, hi))
     xin = to_nchw(x) if nchw else x
     ins = _conv_inputs(Opd(t, list(xin.shape), xin, sx, zx), w_opd, Opd(I32T, [o], b, b_opd_scale, 0, const=True),
                        pads, strides, dil, nchw, fuse)
@@ -578,13 +410,8 @@ def test_conv2d_float16():
 
 
 def test_conv2d_filter_as_model_input_quant_per_tensor():
-    g = Graph()
-    x = g.add(Opd(Q8, [1, 3, 3, 2], None, 0.5, 10))
-    w = g.add(Opd(Q8, [2, 2, 2, 2], None, 0.25, 100))
-    b = g.add(Opd(I32T, [2], [3, -3], 0.125, 0, const=True))
-    ps = [g.add(T.i32(v)) for v in (2, 1, 1, 0)]          # VALID, strides 1, 1, no activation
-    y = g.add(Opd(Q8, [1, 2, 2, 2], None, 1.0, 50))
-    g.op("CONV_2D", [x, w, b] + ps, [y])
+    ins = [Opd(Q8, [1, 3, 3, 2], None, 0.5, 10), Opd(Q8, [2, 2, 2, 2], None, 0.25, 100),
+           Opd(I32T, [2], [3, -3], 0.125, 0, const=True)] + i32s(2, 1, 1, 0)   # VALID, strides 1, 1, no act.
     xv = RNG.integers(0, 256, (1, 3, 3, 2)).astype(np.uint8)
     outs = []
     feeds = []
@@ -593,8 +420,7 @@ def test_conv2d_filter_as_model_input_quant_per_tensor():
         feeds.append([xv, wv])
         acc = conv_ref(xv.astype(np.int64) - 10, wv.astype(np.int64) - 100, np.array([3, -3]), (1, 1), (0, 0, 0, 0))
         outs.append(requant_ref(acc, 0.125 / 1.0, 50, 0, 255))
-    code, res = g.run([x, w], [y], feeds)
-    assert code == 0, res
+    res = [expect_ok(run) for run in ok("CONV_2D", ins, [Opd(Q8, [1, 2, 2, 2], None, 1.0, 50)], runs=feeds)]
     for got, want in zip(res, outs):
         np.testing.assert_array_equal(got[0], want)
 
@@ -609,20 +435,10 @@ def test_conv2d_nan_propagates():
 
 
 def test_conv2d_zero_batch():
-    g = Graph()
-    x = g.add(T.f32([2, 3, 3, 1]))
-    begin = g.add(T.i32t([4], [0, 0, 0, 0], const=True))
-    size = g.add(T.i32t([4], [0, 3, 3, 1], const=True))
-    xs = g.add(T.f32([0, 0, 0, 0]))
-    w = g.add(T.f32([2, 2, 2, 1], np.ones((2, 2, 2, 1)), const=True))
-    b = g.add(T.f32([2], [0, 0], const=True))
-    ps = [g.add(T.i32(v)) for v in (2, 1, 1, 0)]
-    y = g.add(T.f32([0, 0, 0, 0]))
-    g.op("SLICE", [x, begin, size], [xs])
-    g.op("CONV_2D", [xs, w, b] + ps, [y])
-    code, res = g.run([x], [y], [[np.ones((2, 3, 3, 1), np.float32)]])
-    assert code == 0, res
-    assert res[0][0].shape == (0, 2, 2, 2)
+    xs = T.f32([0, 0, 0, 0], np.zeros((0, 3, 3, 1)))       # zero-sized: made by a SLICE inside the graph
+    ins = [xs, T.f32([2, 2, 2, 1], np.ones((2, 2, 2, 1)), const=True), T.f32([2], [0, 0], const=True)]
+    res = ok("CONV_2D", ins + i32s(2, 1, 1, 0), [T.f32([0, 0, 0, 0])])
+    assert res[0].shape == (0, 2, 2, 2)
 
 
 @pytest.mark.parametrize("case, words", [
@@ -725,7 +541,7 @@ def test_depthwise_quant_bit_exact(kind, case):
     b = RNG.integers(-2000, 2000, o)
     p = _implicit_pads(pads, h, w, kh, kw, strides, dil) if isinstance(pads, str) else pads
     acc = dw_ref((x - zx).astype(np.int64), wc.astype(np.int64), b, strides, p, m, dil)
-    ref = requant_ref(acc, reals, zo, *_act_range(fuse, so, zo, lo, hi))
+    ref = requant_ref(acc, reals, zo, *act_range(fuse, so, zo, lo, hi))
     xin = to_nchw(x) if nchw else x
     ins = _conv_inputs(Opd(t, list(xin.shape), xin, sx, zx), w_opd, Opd(I32T, [o], b, bscale, 0, const=True),
                        pads, strides, dil, nchw, fuse, extra=m)
@@ -791,7 +607,7 @@ def test_grouped_conv_float_and_quant(nchw, pads):
     scales = (0.003 + RNG.random(o) * 0.01).astype(np.float32)
     bq = RNG.integers(-500, 500, o)
     acc = conv_ref((xq - 77).astype(np.int64), wq.astype(np.int64), bq, strides, p, groups=groups)
-    ref = requant_ref(acc, (np.float32(0.05) * scales).astype(np.float64) / 0.1, 60, *_act_range(1, 0.1, 60, 0, 255))
+    ref = requant_ref(acc, (np.float32(0.05) * scales).astype(np.float64) / 0.1, 60, *act_range(1, 0.1, 60, 0, 255))
     xqin = to_nchw(xq) if nchw else xq
     (out,) = ok("GROUPED_CONV_2D", ins_for(Opd(Q8, list(xqin.shape), xqin, 0.05, 77),
                                            Opd(QPC, [o, kh, kw, cg], wq, const=True, channel=(0, scales)),

@@ -16,105 +16,13 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import nnhelp  # noqa: E402
-from nnhelp import T, Opd, ffi, lib, run_op, last_error  # noqa: E402
+from nnhelp import T, Opd, lib, run_op, zero_batch, expect_ok as ok, expect_fail as fails  # noqa: E402
 
 pytestmark = pytest.mark.skipif(lib is None, reason="library not built")
 
 BAD_DATA, OP_FAILED = 4, 5
 SAME, VALID = 1, 2
 rng = np.random.default_rng(1234)
-
-
-# ---- local helpers (nnhelp has single-operation models only) --------------------------------
-def run_graph(operands, operations, relaxed=False):
-    """Multi-operation model. operands: Opd list (const ones get values; non-const operands
-    that no operation writes are model inputs; operands no operation reads are outputs).
-    operations: [(name, [in idx], [out idx])].  Returns (0, outputs) or (code, message)."""
-    written = {o for _, _, outs in operations for o in outs}
-    read = {i for _, ins, _ in operations for i in ins}
-    model_ins = [k for k, o in enumerate(operands) if not o.const and k not in written]
-    model_outs = [k for k in sorted(written) if k not in read]
-    keep = []
-    mp = ffi.new("ANeuralNetworksModel**")
-    assert lib.ANeuralNetworksModel_create(mp) == 0
-    model = mp[0]
-    comp = ffi.new("ANeuralNetworksCompilation**")
-    ex = ffi.new("ANeuralNetworksExecution**")
-
-    def check(rc, what):
-        if rc != 0:
-            raise nnhelp.NNCallError(rc, f"{what} -> {rc}: {last_error()}")
-    try:
-        for k, o in enumerate(operands):
-            dims = ffi.new("uint32_t[]", o.dims) if o.dims else ffi.NULL
-            keep.append(dims)
-            t = ffi.new("ANeuralNetworksOperandType*", {"type": o.type, "dimensionCount": len(o.dims),
-                                                        "dimensions": dims, "scale": o.scale, "zeroPoint": o.zp})
-            check(lib.ANeuralNetworksModel_addOperand(model, t), f"addOperand {k}")
-        for k, o in enumerate(operands):
-            if o.const:
-                a = o.array()
-                if a is None:
-                    check(lib.ANeuralNetworksModel_setOperandValue(model, k, ffi.NULL, 0), f"omit {k}")
-                else:
-                    a = np.ascontiguousarray(a)
-                    keep.append(a)
-                    check(lib.ANeuralNetworksModel_setOperandValue(model, k, ffi.from_buffer(a), a.nbytes),
-                          f"setOperandValue {k}")
-        for name, ins, outs in operations:
-            check(lib.ANeuralNetworksModel_addOperation(model, nnhelp.op_code(name), len(ins),
-                                                        ffi.new("uint32_t[]", ins), len(outs),
-                                                        ffi.new("uint32_t[]", outs)), f"addOperation {name}")
-        check(lib.ANeuralNetworksModel_identifyInputsAndOutputs(
-            model, len(model_ins), ffi.new("uint32_t[]", model_ins), len(model_outs),
-            ffi.new("uint32_t[]", model_outs)), "identify")
-        if relaxed:
-            check(lib.ANeuralNetworksModel_relaxComputationFloat32toFloat16(model, True), "relax")
-        check(lib.ANeuralNetworksModel_finish(model), "finish")
-        check(lib.ANeuralNetworksCompilation_create(model, comp), "Compilation_create")
-        check(lib.ANeuralNetworksCompilation_finish(comp[0]), "Compilation_finish")
-        check(lib.ANeuralNetworksExecution_create(comp[0], ex), "Execution_create")
-        for pos, k in enumerate(model_ins):
-            a = np.ascontiguousarray(operands[k].array())
-            keep.append(a)
-            check(lib.ANeuralNetworksExecution_setInput(ex[0], pos, ffi.NULL, ffi.from_buffer(a), a.nbytes),
-                  f"setInput {pos}")
-        bufs = []
-        for pos, k in enumerate(model_outs):
-            b = np.zeros(1 << 14, nnhelp.DTYPES[operands[k].type])
-            bufs.append(b)
-            check(lib.ANeuralNetworksExecution_setOutput(ex[0], pos, ffi.NULL, ffi.from_buffer(b), b.nbytes),
-                  f"setOutput {pos}")
-        check(lib.ANeuralNetworksExecution_compute(ex[0]), "compute")
-        res = []
-        for pos in range(len(model_outs)):
-            r = ffi.new("uint32_t*")
-            check(lib.ANeuralNetworksExecution_getOutputOperandRank(ex[0], pos, r), "rank")
-            d = ffi.new("uint32_t[]", max(r[0], 1))
-            check(lib.ANeuralNetworksExecution_getOutputOperandDimensions(ex[0], pos, d), "dims")
-            shape = [d[i] for i in range(r[0])]
-            res.append(bufs[pos][:int(np.prod(shape))].reshape(shape))
-        return 0, res
-    except nnhelp.NNCallError as e:
-        return e.code, str(e)
-    finally:
-        lib.ANeuralNetworksExecution_free(ex[0])
-        lib.ANeuralNetworksCompilation_free(comp[0])
-        lib.ANeuralNetworksModel_free(model)
-
-
-def ok(res):
-    code, out = res
-    assert code == 0, out
-    return out
-
-
-def fails(res, code, *words):
-    c, msg = res
-    assert c == code, f"expected {code}, got {c}: {msg}"
-    for w in words:
-        assert w in msg, f"{w!r} not in {msg!r}"
-    return msg
 
 
 def to_nchw(a):
@@ -389,22 +297,10 @@ def test_pool_input_dims_resolved_at_execution():
     np.testing.assert_allclose(res, ref_pool("avg", x, (0, 0, 0, 0), (2, 2), (2, 2)), rtol=1e-6)
 
 
-def zero_batch_graph(x_opd, op, extra_ins, out_opd):
-    """SLICE the batch of x to 0, then op: returns run_graph's result."""
-    dims = x_opd.dims
-    operands = [x_opd, T.i32t([4], [0, 0, 0, 0], const=True), T.i32t([4], [0] + dims[1:], const=True),
-                Opd(x_opd.type, [0] + dims[1:], None, x_opd.scale, x_opd.zp, const=False)]
-    base = len(operands)
-    operands += extra_ins + [out_opd]
-    ops = [("SLICE", [0, 1, 2], [3]),
-           (op, [3] + list(range(base, base + len(extra_ins))), [base + len(extra_ins)])]
-    return run_graph(operands, ops)
-
-
 def _needs_zero_slice():
     x = T.f32([2, 2, 2, 1], np.zeros(8))
-    code, msg = run_graph([x, T.i32t([4], [0, 0, 0, 0], const=True), T.i32t([4], [0, 2, 2, 1], const=True),
-                           T.f32([0, 2, 2, 1])], [("SLICE", [0, 1, 2], [3])])
+    code, msg = run_op("SLICE", [x, T.i32t([4], [0, 0, 0, 0], const=True), T.i32t([4], [0, 2, 2, 1], const=True)],
+                       [T.f32([0, 2, 2, 1])])
     if code != 0:
         pytest.skip(f"SLICE cannot produce a zero-sized tensor here: {msg}")
 
@@ -415,7 +311,7 @@ def test_pool_zero_batches(kind, nchw):
     _needs_zero_slice()
     x = T.f32([2, 4, 4, 3], rng.standard_normal(96))
     extra = pool_inputs(None, (0, 0, 0, 0), None, (2, 2), (2, 2), nchw=nchw)[1:]
-    res = ok(zero_batch_graph(x, POOL_OPS[kind], extra, T.f32([0, 0, 0, 0])))[0]
+    res = ok(run_op(POOL_OPS[kind], [zero_batch(x)] + extra, [T.f32([0, 0, 0, 0])]))[0]
     assert res.shape == ((0, 4, 2, 1) if nchw else (0, 2, 2, 3))
 
 
@@ -425,7 +321,7 @@ def test_pool_zero_batches_quant(t):
     x = quant_opd(t, [2, 4, 4, 3], rng.integers(0, 100, 96), 0.5, 3)
     for op in ("AVERAGE_POOL_2D", "MAX_POOL_2D"):
         extra = pool_inputs(None, None, SAME, (1, 1), (3, 3), fuse=1)[1:]
-        res = ok(zero_batch_graph(x, op, extra, quant_opd(t, [0, 0, 0, 0], None, 0.5, 3)))[0]
+        res = ok(run_op(op, [zero_batch(x)] + extra, [quant_opd(t, [0, 0, 0, 0], None, 0.5, 3)]))[0]
         assert res.shape == (0, 4, 4, 3)
 
 
@@ -434,7 +330,7 @@ def test_pool_zero_batches_quant(t):
 def test_resize_zero_batches(op, nchw):
     _needs_zero_slice()
     x = T.q8([2, 4, 4, 3], rng.integers(0, 255, 96), 0.5, 3)
-    res = ok(zero_batch_graph(x, op, [T.i32(3), T.i32(5), T.b(nchw)], T.q8([0, 0, 0, 0], None, 0.5, 3)))[0]
+    res = ok(run_op(op, [zero_batch(x), T.i32(3), T.i32(5), T.b(nchw)], [T.q8([0, 0, 0, 0], None, 0.5, 3)]))[0]
     assert res.shape == ((0, 4, 5, 3) if nchw else (0, 5, 3, 3))
 
 

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from nnhelp import (ffi, lib, T, Opd, run_op, add_op_code, build_model, last_error,  # noqa: E402
-                    NNCallError, DTYPES)
+from nnhelp import (lib, T, Opd, run_op, add_op_code,  # noqa: E402
+                    expect_ok as ok, expect_fail as fails)
 
 pytestmark = pytest.mark.skipif(lib is None, reason="libneuralnetworks.so not built")
 
@@ -23,81 +23,9 @@ NAN, INF = float("nan"), float("inf")
 F32MAX = float(np.finfo(np.float32).max)
 
 
-def ok(code_outs):
-    code, outs = code_outs
-    assert code == 0, outs
-    return outs
-
-
-def fails(code_outs, code, *words):
-    c, msg = code_outs
-    assert c == code, (c, msg)
-    for w in words:
-        assert w in msg, msg
-    return msg
-
-
 def q8h(dims, data=None):
     """HASHTABLE_LOOKUP hits operand: TENSOR_QUANT8_ASYMM, scale 1, zeroPoint 0."""
     return Opd(5, dims, data, 1.0, 0)
-
-
-def run_many(op, inputs, outputs, feeds, out_elems=1 << 12):
-    """Compile a one-operation model once and execute it once per feed.
-
-    feeds: list of lists of numpy arrays for the model inputs (non-constant inputs, in order).
-    Returns per feed (code, [outputs shaped as reported] or message).  nnhelp.run_op builds a
-    new model per call, which cannot show that one compilation serves different run-time
-    values (kernels cached per value of the axes, per shape, ...).
-    """
-    model, keep, model_ins = build_model(op, inputs, outputs)
-    comp = ffi.new("ANeuralNetworksCompilation**")
-    results = []
-    try:
-        assert lib.ANeuralNetworksCompilation_create(model, comp) == 0
-        assert lib.ANeuralNetworksCompilation_finish(comp[0]) == 0, last_error()
-        for feed in feeds:
-            ex = ffi.new("ANeuralNetworksExecution**")
-            assert lib.ANeuralNetworksExecution_create(comp[0], ex) == 0
-            try:
-                for pos, (k, a) in enumerate(zip(model_ins, feed)):
-                    a = np.ascontiguousarray(a, dtype=DTYPES[inputs[k].type])
-                    keep.append(a)
-                    t = ffi.NULL
-                    if inputs[k].dims and not all(inputs[k].dims):
-                        d = ffi.new("uint32_t[]", list(a.shape))
-                        keep.append(d)
-                        t = ffi.new("ANeuralNetworksOperandType*",
-                                    {"type": inputs[k].type, "dimensionCount": a.ndim, "dimensions": d,
-                                     "scale": inputs[k].scale, "zeroPoint": inputs[k].zp})
-                    rc = lib.ANeuralNetworksExecution_setInput(ex[0], pos, t, ffi.from_buffer(a), a.nbytes)
-                    assert rc == 0, last_error()
-                bufs = []
-                for j, o in enumerate(outputs):
-                    b = np.zeros(out_elems, DTYPES[o.type])
-                    bufs.append(b)
-                    n = int(np.prod(o.dims)) if o.dims and all(o.dims) else out_elems
-                    assert lib.ANeuralNetworksExecution_setOutput(ex[0], j, ffi.NULL, ffi.from_buffer(b),
-                                                                  n * b.itemsize) == 0, last_error()
-                rc = lib.ANeuralNetworksExecution_compute(ex[0])
-                if rc != 0:
-                    results.append((rc, last_error()))
-                    continue
-                outs = []
-                for j in range(len(outputs)):
-                    r = ffi.new("uint32_t*")
-                    assert lib.ANeuralNetworksExecution_getOutputOperandRank(ex[0], j, r) == 0
-                    d = ffi.new("uint32_t[]", max(r[0], 1))
-                    assert lib.ANeuralNetworksExecution_getOutputOperandDimensions(ex[0], j, d) == 0
-                    shape = [d[i] for i in range(r[0])]
-                    outs.append(bufs[j][:int(np.prod(shape))].reshape(shape))
-                results.append((0, outs))
-            finally:
-                lib.ANeuralNetworksExecution_free(ex[0])
-    finally:
-        lib.ANeuralNetworksCompilation_free(comp[0])
-        lib.ANeuralNetworksModel_free(model)
-    return results
 
 
 def reduce_ref(x, axes, keep, kind):
@@ -166,7 +94,7 @@ def test_reduce_axes_given_at_execution():
     x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
     feeds = [[x, np.array([0], np.int32)], [x, np.array([2, -1], np.int32)], [x, np.array([1, 0], np.int32)],
              [x, np.array([0], np.int32)]]
-    res = run_many("REDUCE_SUM", [T.f32([2, 3, 4]), T.i32t([0]), T.b(False)], [T.f32([0, 0])], feeds)
+    res = ok(run_op("REDUCE_SUM", [T.f32([2, 3, 4]), T.i32t([0]), T.b(False)], [T.f32([0, 0])], runs=feeds))
     want = [x.sum(0), x.sum(2), x.sum((0, 1)).reshape(4)]
     # the declared output rank is 2: reducing two axes gives rank 1 -> OP_FAILED at execution
     assert res[0][0] == 0 and np.array_equal(res[0][1][0], want[0])
@@ -176,8 +104,8 @@ def test_reduce_axes_given_at_execution():
 
 
 def test_reduce_axis_out_of_range_at_execution():
-    res = run_many("REDUCE_MAX", [T.f32([2, 3]), T.i32t([1]), T.b(True)], [T.f32([0, 0])],
-                   [[np.ones((2, 3)), np.array([2], np.int32)], [np.ones((2, 3)), np.array([-3], np.int32)]])
+    res = ok(run_op("REDUCE_MAX", [T.f32([2, 3]), T.i32t([1]), T.b(True)], [T.f32([0, 0])],
+                    runs=[[np.ones((2, 3)), np.array([2], np.int32)], [np.ones((2, 3)), np.array([-3], np.int32)]]))
     for code, msg in res:
         assert code == OP_FAILED
         assert "REDUCE_MAX" in msg and "out of range" in msg
@@ -386,9 +314,9 @@ def test_topk_k_at_execution_and_validation():
     fails(add_op_code("TOPK_V2", [T.f32([2, 3]), T.i32(1)], [T.f32([2, 1])]), BAD_DATA, "expected 2 outputs")
     # k given at execution (a model input scalar)
     k = Opd(1, (), None, const=False)
-    res = run_many("TOPK_V2", [T.f32([2, 3]), k], [T.f32([0, 0]), T.i32t([0, 0])],
-                   [[np.array([[1, 2, 3], [6, 5, 4]], np.float32), np.array(2, np.int32)],
-                    [np.array([[1, 2, 3], [6, 5, 4]], np.float32), np.array(4, np.int32)]])
+    res = ok(run_op("TOPK_V2", [T.f32([2, 3]), k], [T.f32([0, 0]), T.i32t([0, 0])],
+                    runs=[[np.array([[1, 2, 3], [6, 5, 4]], np.float32), np.array(2, np.int32)],
+                          [np.array([[1, 2, 3], [6, 5, 4]], np.float32), np.array(4, np.int32)]]))
     assert res[0][0] == 0 and res[0][1][1].tolist() == [[2, 1], [0, 1]]
     assert res[1][0] == OP_FAILED and "k = 4" in res[1][1]
 

@@ -14,135 +14,16 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from nnhelp import (ffi, lib, T, Opd, run_op, add_op_code, last_error, op_code,  # noqa: E402
-                    DTYPES, SCALARS)
+from nnhelp import (lib, T, Opd, run_op, add_op_code, zero_batch,  # noqa: E402
+                    expect_ok as ok, expect_fail as fails)
 
 pytestmark = pytest.mark.skipif(lib is None, reason="library not built")
 
 BAD_DATA, OP_FAILED = 4, 5
 
 
-def ok(code_outs):
-    code, outs = code_outs
-    assert code == 0, outs
-    return outs
-
-
-def fails(code_outs, code=BAD_DATA, *words):
-    got, msg = code_outs
-    assert got == code, f"expected result {code}, got {got}: {msg}"
-    for w in words:
-        assert w in msg, f"{w!r} not in {msg!r}"
-    return msg
-
-
 def f32(a):
     return np.asarray(a, np.float32)
-
-
-# ---- a local multi-operation helper (nnhelp.run_op builds one operation only) ---------------
-def run_graph(operands, operations, inputs, outputs, feeds, out_elems=1 << 12):
-    """operands: list of Opd (constants: const=True with data); operations: [(name, ins, outs)];
-    inputs/outputs: operand indices; feeds: arrays for the model inputs.
-    Returns (0, [arrays shaped as reported]) or (code, message)."""
-    keep = []
-    mp = ffi.new("ANeuralNetworksModel**")
-    assert lib.ANeuralNetworksModel_create(mp) == 0
-    m = mp[0]
-    comp = ffi.new("ANeuralNetworksCompilation**")
-    ex = ffi.new("ANeuralNetworksExecution**")
-
-    def chk(rc, what):
-        if rc:
-            raise RuntimeError((rc, f"{what} -> {rc}: {last_error()}"))
-
-    try:
-        for k, o in enumerate(operands):
-            dims = ffi.new("uint32_t[]", o.dims) if o.dims else ffi.NULL
-            keep.append(dims)
-            t = ffi.new("ANeuralNetworksOperandType*", {"type": o.type, "dimensionCount": len(o.dims),
-                                                        "dimensions": dims, "scale": o.scale, "zeroPoint": o.zp})
-            chk(lib.ANeuralNetworksModel_addOperand(m, t), f"addOperand {k}")
-            if o.const and k not in inputs:
-                a = o.array()
-                if a is None:
-                    chk(lib.ANeuralNetworksModel_setOperandValue(m, k, ffi.NULL, 0), f"omit {k}")
-                else:
-                    a = np.ascontiguousarray(a)
-                    keep.append(a)
-                    chk(lib.ANeuralNetworksModel_setOperandValue(m, k, ffi.from_buffer(a), a.nbytes),
-                        f"setOperandValue {k}")
-        for name, ins, outs in operations:
-            chk(lib.ANeuralNetworksModel_addOperation(m, op_code(name), len(ins), ffi.new("uint32_t[]", ins),
-                                                      len(outs), ffi.new("uint32_t[]", outs)), f"addOperation {name}")
-        chk(lib.ANeuralNetworksModel_identifyInputsAndOutputs(m, len(inputs), ffi.new("uint32_t[]", inputs),
-                                                              len(outputs), ffi.new("uint32_t[]", outputs)),
-            "identify")
-        chk(lib.ANeuralNetworksModel_finish(m), "Model_finish")
-        chk(lib.ANeuralNetworksCompilation_create(m, comp), "Compilation_create")
-        chk(lib.ANeuralNetworksCompilation_finish(comp[0]), "Compilation_finish")
-        chk(lib.ANeuralNetworksExecution_create(comp[0], ex), "Execution_create")
-        for pos, (k, a) in enumerate(zip(inputs, feeds)):
-            o = operands[k]
-            a = np.ascontiguousarray(np.asarray(a, DTYPES[o.type]))
-            keep.append(a)
-            t = ffi.NULL
-            if o.type not in SCALARS and (not o.dims or 0 in o.dims):
-                d = ffi.new("uint32_t[]", list(a.shape))
-                keep.append(d)
-                t = ffi.new("ANeuralNetworksOperandType*", {"type": o.type, "dimensionCount": a.ndim,
-                                                            "dimensions": d, "scale": o.scale, "zeroPoint": o.zp})
-            chk(lib.ANeuralNetworksExecution_setInput(ex[0], pos, t, ffi.from_buffer(a), a.nbytes), f"setInput {pos}")
-        bufs = []
-        for pos, k in enumerate(outputs):
-            b = np.zeros(out_elems, DTYPES[operands[k].type])
-            bufs.append(b)
-            chk(_set_out(ex[0], pos, operands[k], b), f"setOutput {pos}")
-        chk(lib.ANeuralNetworksExecution_compute(ex[0]), "compute")
-        res = []
-        for pos, k in enumerate(outputs):
-            if operands[k].type in SCALARS:
-                res.append(bufs[pos][0])
-                continue
-            r = ffi.new("uint32_t*")
-            chk(lib.ANeuralNetworksExecution_getOutputOperandRank(ex[0], pos, r), "rank")
-            d = ffi.new("uint32_t[]", max(r[0], 1))
-            chk(lib.ANeuralNetworksExecution_getOutputOperandDimensions(ex[0], pos, d), "dims")
-            shape = [d[j] for j in range(r[0])]
-            res.append(bufs[pos][:int(np.prod(shape))].reshape(shape))
-        return 0, res
-    except RuntimeError as e:
-        return e.args[0]
-    finally:
-        lib.ANeuralNetworksExecution_free(ex[0])
-        lib.ANeuralNetworksCompilation_free(comp[0])
-        lib.ANeuralNetworksModel_free(m)
-
-
-def _set_out(ex, pos, o, b):
-    """Outputs with fully specified dims get exactly their size; others the whole buffer."""
-    if o.type in SCALARS:
-        n = b.itemsize
-    elif o.dims and all(o.dims):
-        n = int(np.prod(o.dims)) * b.itemsize
-    else:
-        n = b.nbytes
-    return lib.ANeuralNetworksExecution_setOutput(ex, pos, ffi.NULL, ffi.from_buffer(b), n)
-
-
-def zero_sized_graph(x, op, params, out, extra_ops=()):
-    """x: a (const=False) input Opd whose first dim is sliced to 0 by SLICE before `op`.
-    params: further operands for op (after the zero-sized tensor); out: op's output Opd.
-    Returns run_graph's result for outputs [op output]."""
-    r = len(x.dims)
-    zdims = [0] + list(x.dims[1:])
-    operands = [x, T.i32t([r], [0] * r, const=True), T.i32t([r], [0] + [-1] * (r - 1), const=True),
-                Opd(x.type, zdims, scale=x.scale, zp=x.zp)]
-    base = len(operands)
-    operands += list(params) + [out]
-    ins = [3] + list(range(base, base + len(params)))
-    return run_graph(operands, [("SLICE", [0, 1, 2], [3]), (op, ins, [base + len(params)])],
-                     [0], [base + len(params)], [x.array()])
 
 
 # =========================================================================================
@@ -294,7 +175,7 @@ class TestTranspose:
 
     def test_zero_sized(self):
         x = T.f32([2, 3, 4], np.arange(24))
-        out = ok(zero_sized_graph(x, "TRANSPOSE", [T.i32t([3], [2, 0, 1], const=True)], T.f32([0, 0, 0])))
+        out = ok(run_op("TRANSPOSE", [zero_batch(x), T.i32t([3], [2, 0, 1], const=True)], [T.f32([0, 0, 0])]))
         assert out[0].shape == (4, 0, 3)
 
 
@@ -369,7 +250,7 @@ class TestConcatenation:
 
     def test_zero_sized_input(self):
         x = T.f32([2, 3], np.arange(6))
-        out = ok(zero_sized_graph(x, "CONCATENATION", [T.i32(0)], T.f32([0, 0])))
+        out = ok(run_op("CONCATENATION", [zero_batch(x), T.i32(0)], [T.f32([0, 0])]))
         assert out[0].shape == (0, 3)
 
     def test_unknown_dims_resolved_at_execution(self):
@@ -516,8 +397,8 @@ class TestSlice:
 
     def test_zero_sized_input(self):
         x = T.q8([2, 3], np.arange(6), 0.5, 1)
-        out = ok(zero_sized_graph(x, "SLICE", [T.i32t([2], [0, 1], const=True), T.i32t([2], [-1, 2], const=True)],
-                                  T.q8([0, 0], None, 0.5, 1)))
+        out = ok(run_op("SLICE", [zero_batch(x), T.i32t([2], [0, 1], const=True), T.i32t([2], [-1, 2], const=True)],
+                        [T.q8([0, 0], None, 0.5, 1)]))
         assert out[0].shape == (0, 2)
 
     def test_out_of_bounds(self):

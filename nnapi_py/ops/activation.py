@@ -23,7 +23,7 @@ Numerics (what the kernels do and why):
 import numpy as np
 
 from .. import constants as C
-from .base import Op, register, value_error
+from .base import Op, register, resolve_axis, scalar, tname, value_error
 from . import quant as Q
 from .quant import quantize_value
 from .elementwise import broadcast_shape
@@ -34,10 +34,6 @@ FLOATS = (F32, F16)
 QUANT8 = (Q8, Q8S)
 
 
-def tname(t):
-    return C.TYPE_NAMES.get(t, str(t))
-
-
 # ---- helpers shared by activation.py / normalization.py ------------------------------------
 def scalar_for(tensor_type):
     """Scalar operand type that goes with a float tensor (FLOAT16 for TENSOR_FLOAT16)."""
@@ -45,19 +41,27 @@ def scalar_for(tensor_type):
 
 
 def check_scalar(sig, idx, what, expected, for_type):
+    """Required scalar parameter of type `expected` (the one that goes with for_type)."""
     t = sig.ins[idx].type
     if t != expected:
         sig.fail(f"input {idx} ({what}) has type {tname(t)}, expected {tname(expected)} "
                  f"for a {tname(for_type)} input 0")
-    if sig.ins[idx].omitted:
-        sig.fail(f"input {idx} ({what}) is required and cannot be omitted")
+    sig.present(idx, what)
+
+
+def same_shape_signature(sig, n_in, levels):
+    """n_in inputs (int or allowed counts), one output of input 0's type and shape; input 0's
+    type in `levels`, which is returned."""
+    sig.count(n_in, 1)
+    t = sig.types("input", 0, levels)
+    sig.same_type("output", 0, t)
+    check_same_shape(sig)
+    return t
 
 
 def check_axis_input(sig, idx, rank_idx=0):
     """An INT32 axis scalar: type, and range [-n, n) when both value and rank are known."""
-    t = sig.ins[idx].type
-    if t != C.INT32:
-        sig.fail(f"input {idx} (axis) has type {tname(t)}, expected INT32")
+    sig.types("input", idx, (C.INT32,), "axis")
     a = sig.scalar_value(idx)
     r = sig.ins[rank_idx].rank
     if a is not None and r:
@@ -77,19 +81,21 @@ def check_same_shape(sig, out_idx=0):
             sig.fail(f"output {out_idx} dimension {k} is {y}, expected {x} (the shape of input 0)")
 
 
-def optional_value(info, default):
-    """Value of an optional scalar input (omitted or absent: default)."""
-    if info is None or info.omitted or info.value is None:
-        return default
-    v = info.value
-    return v.item() if hasattr(v, "item") else v
+def optional_axis(name, ins, idx):
+    """The axis given by optional input idx (absent or omitted: -1), resolved for input 0."""
+    return resolve_axis(name, int(scalar(ins[idx] if len(ins) > idx else None, -1)), len(ins[0].dims))
 
 
-def resolve_axis(name, axis, rank):
-    if not -rank <= axis < rank:
-        raise value_error(f"{name}: axis {axis} is out of range [-{rank}, {rank}) for an input of rank {rank}",
-                          at_runtime=False)
-    return axis + rank if axis < 0 else axis
+def optional_axis_level(sig, n_with_axis, axis_idx, level, default_ranks):
+    """Level of an optional trailing axis input: present -> FL3 (its value checked); absent
+    with an input rank outside default_ranks (those the operation had before FL3) -> FL3."""
+    if len(sig.ins) == n_with_axis:
+        if not sig.ins[axis_idx].omitted:
+            check_axis_input(sig, axis_idx)
+        return max(level, 3)
+    if sig.ins[0].rank not in (None,) + tuple(default_ranks):
+        return max(level, 3)
+    return level
 
 
 def float_kernel(fn, out_dtype):
@@ -116,10 +122,7 @@ def float_kernel(fn, out_dtype):
 def lut_kernel(table):
     """Element-wise 8-bit kernel from a 256-entry table indexed by the input's bit pattern."""
     def k(i, o):
-        x = i[0]
-        if x.dtype != np.uint8:
-            x = x.view(np.uint8)
-        np.take(table, x, out=o[0], mode="clip")
+        Q.take(table, i[0], o[0])
     return k
 
 
@@ -137,10 +140,7 @@ class _Unary(Op):
     n_inputs = 1
 
     def validate(self, sig):
-        sig.count(self.n_inputs, 1)
-        t = sig.types("input", 0, self.type_levels)
-        sig.same_type("output", 0, t)
-        check_same_shape(sig)
+        t = same_shape_signature(sig, self.n_inputs, self.type_levels)
         if self.max_rank:
             sig.rank_between("input", 0, 1, self.max_rank)
         self.check_params(sig, t)
@@ -307,8 +307,7 @@ class Prelu(Op):
     def validate(self, sig):
         sig.count(2, 1)
         t = sig.types("input", 0, self.type_levels)
-        if sig.ins[1].type != t:
-            sig.fail(f"input 1 (alpha) has type {tname(sig.ins[1].type)}, expected {tname(t)} (same as input 0)")
+        sig.same_type("input", 1, t, "alpha")
         sig.same_type("output", 0, t)
         a, b, o = sig.ins[0], sig.ins[1], sig.outs[0]
         if a.known and b.known:
@@ -365,6 +364,13 @@ class Prelu(Op):
 
 
 # ---- SOFTMAX, LOG_SOFTMAX --------------------------------------------------------------------
+def _scaled_logits(x, out, axis, b32):
+    """out = (x - max(x) along axis) * beta (float32 beta b32), the common start of both."""
+    np.subtract(x, x.max(axis=axis, keepdims=True), out=out)
+    if b32 != 1:
+        out *= b32
+
+
 class _SoftmaxBase(Op):
     allow_zero_sized = True
 
@@ -374,9 +380,8 @@ class _SoftmaxBase(Op):
         if b is not None and not b > 0:
             sig.fail(f"input 1 (beta) must be positive, got {b}")
 
-    def axis_of(self, ins, rank):
-        a = optional_value(ins[2] if len(ins) > 2 else None, -1)
-        return resolve_axis(self.name, int(a), rank)
+    def axis_of(self, ins):
+        return optional_axis(self.name, ins, 2)
 
     def beta_of(self, ins):
         b = ins[1].value
@@ -394,20 +399,10 @@ class Softmax(_SoftmaxBase):
     type_levels = {F32: 1, Q8: 1, F16: 3, Q8S: 4}
 
     def validate(self, sig):
-        sig.count((2, 3), 1)
-        t = sig.types("input", 0, self.type_levels)
-        sig.same_type("output", 0, t)
-        check_same_shape(sig)
+        t = same_shape_signature(sig, (2, 3), self.type_levels)
         sig.rank_between("input", 0, 1, 4)
         self.check_beta(sig, t)
-        level = self.type_levels[t]
-        r = sig.ins[0].rank
-        if len(sig.ins) == 3:
-            if not sig.ins[2].omitted:
-                check_axis_input(sig, 2)
-            level = max(level, 3)
-        elif r not in (None, 2, 4):
-            level = max(level, 3)
+        level = optional_axis_level(sig, 3, 2, self.type_levels[t], (2, 4))
         if t in QUANT8:
             sig.fixed_quant(0, 1.0 / 256, 0 if t == Q8 else -128)
         return level
@@ -416,12 +411,11 @@ class Softmax(_SoftmaxBase):
         d = ins[0].dims
         if len(d) > 4:
             raise value_error(f"SOFTMAX: input 0 has rank {len(d)}, expected at most 4", at_runtime=False)
-        self.axis_of(ins, len(d))
+        self.axis_of(ins)
         return [d]
 
     def build(self, ins, outs):
-        rank = len(ins[0].dims)
-        axis = self.axis_of(ins, rank)
+        axis = self.axis_of(ins)
         beta = self.beta_of(ins)
         if ins[0].type in FLOATS:
             b32 = np.float32(beta)
@@ -429,9 +423,7 @@ class Softmax(_SoftmaxBase):
             def softmax(x, out):
                 if x.size == 0:
                     return
-                np.subtract(x, x.max(axis=axis, keepdims=True), out=out)
-                if b32 != 1:
-                    out *= b32
+                _scaled_logits(x, out, axis, b32)
                 np.exp(out, out=out)
                 out /= out.sum(axis=axis, keepdims=True)
             return float_kernel(softmax, outs[0].dtype)
@@ -464,30 +456,24 @@ class LogSoftmax(_SoftmaxBase):
     type_levels = {F32: 3, F16: 3}
 
     def validate(self, sig):
-        sig.count(3, 1)
-        t = sig.types("input", 0, self.type_levels)
-        sig.same_type("output", 0, t)
-        check_same_shape(sig)
+        t = same_shape_signature(sig, 3, self.type_levels)
         self.check_beta(sig, t)
-        if sig.ins[2].omitted:
-            sig.fail("input 2 (axis) is required and cannot be omitted")
+        sig.present(2, "axis")
         check_axis_input(sig, 2)
         return self.type_levels[t]
 
     def infer(self, ins):
-        self.axis_of(ins, len(ins[0].dims))
+        self.axis_of(ins)
         return [ins[0].dims]
 
     def build(self, ins, outs):
-        axis = self.axis_of(ins, len(ins[0].dims))
+        axis = self.axis_of(ins)
         b32 = np.float32(self.beta_of(ins))
 
         def log_softmax(x, out):
             # (x - max) * beta - log(sum(exp((x - max) * beta)))
             if x.size == 0:
                 return
-            np.subtract(x, x.max(axis=axis, keepdims=True), out=out)
-            if b32 != 1:
-                out *= b32
+            _scaled_logits(x, out, axis, b32)
             out -= np.log(np.exp(out).sum(axis=axis, keepdims=True))
         return float_kernel(log_softmax, outs[0].dtype)

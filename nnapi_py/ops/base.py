@@ -69,8 +69,35 @@ class ChannelQuant:
                 and np.array_equal(self.scales, other.scales))
 
 
+def tname(t):
+    """Name of an operand type code for messages (TENSOR_FLOAT32, ...)."""
+    return C.TYPE_NAMES.get(t, str(t))
+
+
+def scalar(info, default=None):
+    """Python value of a scalar operand (constant, or at run time), `default` when it is
+    absent (info None), omitted or not known yet."""
+    if info is None or info.omitted or info.value is None:
+        return default
+    v = info.value
+    return v.item() if hasattr(v, "item") else v
+
+
+def resolve_axis(name, axis, rank, what="axis"):
+    """One axis in [-rank, rank) -> [0, rank); value error (at compilation) otherwise."""
+    axis = int(axis)
+    if not -rank <= axis < rank:
+        raise value_error(f"{name}: {what} {axis} is out of range [{-rank}, {rank}) for an input of rank {rank}",
+                          at_runtime=False)
+    return axis + rank if axis < 0 else axis
+
+
 class Sig:
-    """What validate() sees: the operation's operand Infos, plus failure helpers."""
+    """What validate() sees: the operation's operand Infos, plus failure helpers.
+
+    The checks name an operand as ``where`` ("input"/"output") and index, plus its role
+    ``what`` when given ("input 1 (axes) has type ..."); those comparing with another
+    operand name it with ``ref`` (default "input 0")."""
     __slots__ = ("op", "ins", "outs")
 
     def __init__(self, op, ins, outs):
@@ -81,6 +108,13 @@ class Sig:
     def fail(self, msg):
         raise bad_data(f"{self.op.name}: {msg}")
 
+    def operand(self, where, idx):
+        return (self.ins if where == "input" else self.outs)[idx]
+
+    @staticmethod
+    def label(where, idx, what=None):
+        return f"{where} {idx}" + (f" ({what})" if what else "")
+
     # ---- common checks -------------------------------------------------------------
     def count(self, n_in, n_out):
         """n_in: int or collection of allowed counts."""
@@ -90,43 +124,73 @@ class Sig:
         if len(self.outs) != n_out:
             self.fail(f"expected {n_out} output{'s' if n_out != 1 else ''}, got {len(self.outs)}")
 
-    def types(self, where, idx, allowed):
-        ops = self.ins if where == "input" else self.outs
-        t = ops[idx].type
+    def present(self, idx, what=None):
+        """A required input must not be omitted (NO_VALUE)."""
+        if self.ins[idx].omitted:
+            self.fail(f"{self.label('input', idx, what)} is required but was omitted "
+                      f"(no value; the input is not optional)")
+
+    def all_present(self, roles=None, n=None):
+        """The first n inputs (default: all) are required; roles: their names."""
+        for k in range(len(self.ins) if n is None else n):
+            self.present(k, roles[k] if roles else None)
+
+    def types(self, where, idx, allowed, what=None):
+        """Operand type in `allowed` (dict type -> level, or a collection); returns the type."""
+        t = self.operand(where, idx).type
         if t not in allowed:
-            names = ", ".join(C.TYPE_NAMES.get(a, str(a)) for a in allowed)
-            self.fail(f"{where} {idx} has type {C.TYPE_NAMES.get(t, t)}, expected {names}")
+            names = ", ".join(tname(a) for a in allowed)
+            self.fail(f"{self.label(where, idx, what)} has type {tname(t)}, expected {names}")
         return t
 
-    def same_type(self, where, idx, t):
-        ops = self.ins if where == "input" else self.outs
-        if ops[idx].type != t:
-            self.fail(f"{where} {idx} has type {C.TYPE_NAMES.get(ops[idx].type)}, "
-                      f"expected {C.TYPE_NAMES.get(t)} (same as input 0)")
+    def same_type(self, where, idx, t, what=None, ref="input 0"):
+        """Operand type must be t, the type of operand `ref`."""
+        o = self.operand(where, idx)
+        if o.type != t:
+            self.fail(f"{self.label(where, idx, what)} has type {tname(o.type)}, expected {tname(t)} "
+                      f"(the type of {ref})")
 
-    def rank_between(self, where, idx, lo, hi):
-        ops = self.ins if where == "input" else self.outs
-        r = ops[idx].rank
-        if r is not None and r != 0 and not lo <= r <= hi:
-            self.fail(f"{where} {idx} has rank {r}, expected {lo}..{hi}")
+    def rank_between(self, where, idx, lo=1, hi=None, what=None):
+        """Known rank within [lo, hi] (hi None: no upper limit); unknown rank passes."""
+        r = self.operand(where, idx).rank
+        if r is not None and r != 0 and not (lo <= r and (hi is None or r <= hi)):
+            want = f"at least {lo}" if hi is None else f"{lo} (a {lo}-D tensor)" if lo == hi else f"{lo}..{hi}"
+            self.fail(f"{self.label(where, idx, what)} has rank {r}, expected {want}")
 
-    def same_quant(self, where, idx, ref):
-        """Output (or input) must carry the same scale and zeroPoint as Info ref."""
-        ops = self.ins if where == "input" else self.outs
-        o = ops[idx]
-        if o.type in C.QUANT_TYPES and (o.scale != ref.scale or o.zp != ref.zp):
-            self.fail(f"{where} {idx} must have the same scale and zeroPoint as input 0 "
-                      f"({ref.scale}, {ref.zp}), got ({o.scale}, {o.zp})")
+    def same_quant(self, where, idx, ref_info, ref="input 0"):
+        """A quantized operand must carry the same scale and zeroPoint as Info ref_info
+        (operand `ref`)."""
+        o = self.operand(where, idx)
+        if o.type in C.QUANT_TYPES and (o.scale != ref_info.scale or o.zp != ref_info.zp):
+            self.fail(f"{where} {idx} must have the scale and zeroPoint of {ref} ({ref_info.scale}, "
+                      f"{ref_info.zp}), got ({o.scale}, {o.zp}): the same scale and zeroPoint as {ref} "
+                      f"is required")
+
+    def like(self, where, idx, src, what=None, ref="input 0"):
+        """Operand has the type of Info src (operand `ref`) and, quantized, its scale and zeroPoint."""
+        self.same_type(where, idx, src.type, what, ref)
+        self.same_quant(where, idx, src, ref)
 
     def fixed_quant(self, idx, scale, zp):
         o = self.outs[idx]
         if o.scale != scale or o.zp != zp:
             self.fail(f"output {idx} must have scale {scale} and zeroPoint {zp}, got {o.scale} and {o.zp}")
 
+    def fuse(self, idx, int_type=False):
+        """Input idx is an INT32 FuseCode (value checked once known); FUSED_NONE only for
+        TENSOR_INT32 operations (int_type)."""
+        self.types("input", idx, (C.INT32,), "fused activation")
+        f = self.scalar_value(idx)
+        if f is None:
+            return
+        if f not in (C.FUSED_NONE, C.FUSED_RELU, C.FUSED_RELU1, C.FUSED_RELU6):
+            self.fail(f"input {idx} (fused activation) must be a FuseCode 0..3, got {f}")
+        if int_type and f != C.FUSED_NONE:
+            self.fail(f"input {idx} (fused activation) must be FUSED_NONE (0) for TENSOR_INT32, got {f}")
+
     def scalar_value(self, idx):
         """Value of a constant scalar input, or None when not known (yet)."""
-        v = self.ins[idx].value
-        return None if v is None else v.item() if hasattr(v, "item") else v
+        return scalar(self.ins[idx])
 
 
 class Op:

@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import constants as C
 from ..errors import NNError
-from .base import Op, register
+from .base import Op, register, tname
 
 # the loop timeout of the computation running on this thread (set by Execution.run)
 loop = threading.local()
@@ -22,8 +22,8 @@ def _signature_check(sig, what, model, values, outs=None):
     """Referenced model operands must agree with the operation's operands."""
     def agree(kind, k, inner, outer):
         if inner.type != outer.type:
-            sig.fail(f"{what} {kind} {k} has type {C.TYPE_NAMES.get(inner.type)}, "
-                     f"the operation's operand has {C.TYPE_NAMES.get(outer.type)}")
+            sig.fail(f"{what} {kind} {k} has type {tname(inner.type)}, "
+                     f"the operation's operand has {tname(outer.type)}")
         if inner.type in C.QUANT_TYPES and (inner.scale != outer.scale or inner.zp != outer.zp):
             sig.fail(f"{what} {kind} {k} has scale/zeroPoint ({inner.scale}, {inner.zp}), "
                      f"the operation's operand has ({outer.scale}, {outer.zp})")
@@ -75,7 +75,10 @@ class _Control(Op):
     optional_inputs = ()
 
     @staticmethod
-    def no_omitted(sig):
+    def check_operands(sig):
+        """At least 3 inputs and 1 output; no input omitted."""
+        if len(sig.ins) < 3 or not sig.outs:
+            sig.fail(f"expected at least 3 inputs and 1 output, got {len(sig.ins)} and {len(sig.outs)}")
         for k, i in enumerate(sig.ins):
             if i.omitted:
                 sig.fail(f"input {k} has no value: IF and WHILE operands cannot be omitted")
@@ -86,9 +89,7 @@ class If(_Control):
     name = "IF"
 
     def validate(self, sig):
-        if len(sig.ins) < 3 or not sig.outs:
-            sig.fail(f"expected at least 3 inputs and 1 output, got {len(sig.ins)} and {len(sig.outs)}")
-        self.no_omitted(sig)
+        self.check_operands(sig)
         sig.types("input", 0, (C.TENSOR_BOOL8,))
         d = sig.ins[0].dims
         if d is not None and len(d) and tuple(d) != (1,):
@@ -112,9 +113,7 @@ class While(_Control):
     name = "WHILE"
 
     def validate(self, sig):
-        if len(sig.ins) < 3 or not sig.outs:
-            sig.fail(f"expected at least 3 inputs and 1 output, got {len(sig.ins)} and {len(sig.outs)}")
-        self.no_omitted(sig)
+        self.check_operands(sig)
         sig.types("input", 0, (C.MODEL,))
         sig.types("input", 1, (C.MODEL,))
         cond, body = sig.ins[0].value, sig.ins[1].value
@@ -129,8 +128,8 @@ class While(_Control):
             for j in range(m):
                 o = body.info(body.outputs[j])
                 if o.type != sig.outs[j].type:
-                    sig.fail(f"output {j} has type {C.TYPE_NAMES.get(sig.outs[j].type)}, the body model's "
-                             f"output has {C.TYPE_NAMES.get(o.type)}")
+                    sig.fail(f"output {j} has type {tname(sig.outs[j].type)}, the body model's "
+                             f"output has {tname(o.type)}")
         if cond is not None:
             _signature_check(sig, "condition model", cond, sig.ins[2:])
             if len(cond.outputs) != 1:

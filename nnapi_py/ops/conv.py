@@ -19,16 +19,16 @@ quantized values, zero padding).  The arithmetic:
 
 Quantized layers compute their integer sums exactly with BLAS on centred values (float32
 when every partial sum provably stays below 2**24, else float64) and requantize with
-dense.OutputStage (quant.py rounding, per-channel multipliers vectorised).
+quant.OutputStage (the reference rounding, per-channel multipliers vectorised).
 """
 import numpy as np
 
 from .. import constants as C
-from .base import Op, register, value_error
+from .base import Op, register, tname, value_error
 from . import quant as Q
 from .padding import implicit_padding, out_size, window_view
-from .dense import (F16, F32, I32, Q8, Q8S, QPC, FLOATS, Derived, OutputStage, centered_max,
-                    check_bias_quant, check_fuse, check_rank, exact_dtype, scale_product, tname)
+from .quant import OutputStage, centered_max, exact_dtype, scale_product
+from .dense import F16, F32, I32, Q8, Q8S, QPC, FLOATS, Derived, check_bias_quant
 
 BOOL, INT32 = C.BOOL, C.INT32
 _BLOCK_BYTES = 1 << 20          # working-set target of one block of output rows
@@ -77,22 +77,17 @@ class ConvBase(Op):
         if len(sig.outs) != 1:
             sig.fail(f"expected 1 output, got {len(sig.outs)}")
         L = self.layout_of(sig)
-        x, w, b = sig.ins[0], sig.ins[1], sig.ins[2]
+        x, w = sig.ins[0], sig.ins[1]
         level = self.base_level
         t = x.type
         levels = self.type_levels()
-        if t not in levels:
-            sig.fail(f"input 0 has type {tname(t)}, expected "
-                     f"{', '.join(tname(k) for k in levels)}")
+        sig.types("input", 0, levels)
         level = max(level, levels[t])
-        for k, what in ((1, "filter"), (2, "bias")):
-            if sig.ins[k].omitted:
-                sig.fail(f"input {k} ({what}) is required and cannot be omitted")
+        sig.present(1, "filter")
+        sig.present(2, "bias")
         if t in FLOATS:
-            if w.type != t:
-                sig.fail(f"input 1 (filter) has type {tname(w.type)}, expected {tname(t)} (same as input 0)")
-            if b.type != t:
-                sig.fail(f"input 2 (bias) has type {tname(b.type)}, expected {tname(t)} (same as input 0)")
+            sig.same_type("input", 1, t, "filter")
+            sig.same_type("input", 2, t, "bias")
         else:
             if w.type not in (t, QPC):
                 sig.fail(f"input 1 (filter) has type {tname(w.type)}, expected {tname(t)} or "
@@ -107,10 +102,10 @@ class ConvBase(Op):
         o = sig.outs[0]
         if t == Q8 and w.type == Q8 and not o.scale > scale_product(x.scale, w.scale):
             level = max(level, 3)   # before FL3: output_scale > input_scale * filter_scale
-        check_rank(sig, "input", 0, 4, "input")
-        check_rank(sig, "input", 1, 4, "filter")
-        check_rank(sig, "input", 2, 1, "bias")
-        check_rank(sig, "output", 0, 4, "output")
+        sig.rank_between("input", 0, 4, 4, "input")
+        sig.rank_between("input", 1, 4, 4, "filter")
+        sig.rank_between("input", 2, 1, 1, "bias")
+        sig.rank_between("output", 0, 4, 4, "output")
         # scalar parameters
         idx = []
         if L.pads:
@@ -123,29 +118,21 @@ class ConvBase(Op):
         if L.dil:
             idx += [(k, "dilation factor") for k in L.dil]
         for k, what in idx:
-            if sig.ins[k].type != INT32:
-                sig.fail(f"input {k} ({what}) has type {tname(sig.ins[k].type)}, expected INT32")
-            if sig.ins[k].omitted:
-                sig.fail(f"input {k} ({what}) cannot be omitted")
-        check_fuse(sig, L.fuse)
-        if sig.ins[L.fuse].omitted:
-            sig.fail(f"input {L.fuse} (fused activation) cannot be omitted")
+            sig.types("input", k, (INT32,), what)
+            sig.present(k, what)
+        sig.fuse(L.fuse)
+        sig.present(L.fuse, "fused activation")
         if L.layout is not None:
-            if sig.ins[L.layout].type != BOOL:
-                sig.fail(f"input {L.layout} (NCHW layout flag) has type {tname(sig.ins[L.layout].type)}, "
-                         f"expected BOOL")
-            if sig.ins[L.layout].omitted:
-                sig.fail(f"input {L.layout} (NCHW layout flag) cannot be omitted")
+            sig.types("input", L.layout, (BOOL,), "NCHW layout flag")
+            sig.present(L.layout, "NCHW layout flag")
             if not self.layout_required:
                 level = max(level, 3)
         if L.dil:
             level = max(level, 3)
         if L.oshape is not None:
             s = sig.ins[L.oshape]
-            if s.type != I32:
-                sig.fail(f"input {L.oshape} (output shape) has type {tname(s.type)}, expected TENSOR_INT32")
-            if s.rank not in (None, 0, 1):
-                sig.fail(f"input {L.oshape} (output shape) has rank {s.rank}, expected 1")
+            sig.types("input", L.oshape, (I32,), "output shape")
+            sig.rank_between("input", L.oshape, 1, 1, "output shape")
             if s.rank == 1 and s.dims[0] not in (0, 4):
                 sig.fail(f"input {L.oshape} (output shape) has {s.dims[0]} elements, expected 4")
         # values, when known
@@ -391,6 +378,50 @@ class _StageCache:
         return self.qs.stage(bias, pk.bound)
 
 
+def _packed_filter(ins, o, out_last, arrange):
+    """The filter (input 1) packed for a kernel, once for a constant filter (Derived): float32,
+    or quantized centred in the narrowest exact BLAS dtype for the bound max|x - zx| times the
+    largest per-output-channel sum of |w| (o output channels, the first filter axis or, with
+    out_last, the last); arrange(wf, dtype) lays it out for the kernel."""
+    wi = ins[1]
+    quant = ins[0].type not in FLOATS
+
+    def pack(wv):
+        if not quant:
+            wf = wv.astype(np.float32)
+            dtype, bound = np.float32, 0.0
+        else:
+            wf = _center_filter(wv, wi)
+            if wf.size:
+                sums = np.abs(wf).reshape(-1, o).sum(0) if out_last else np.abs(wf).reshape(o, -1).sum(1)
+                bound = float(centered_max(ins[0].type, ins[0].zp)) * float(sums.max())
+            else:
+                bound = 0.0
+            dtype = exact_dtype(bound)
+        return _Packed(arrange(wf, dtype), dtype, bound)
+    return Derived(wi.value, pack)
+
+
+class _Output:
+    """The output side of a layer's build: quantized -> an OutputStage per (packed filter,
+    bias), float -> the float32 bias; zp is the input zero point the input is centred by."""
+
+    def __init__(self, ins, outs, fuse, packed):
+        self.quant = ins[0].type not in FLOATS
+        self.fuse = fuse
+        if self.quant:
+            self.stages = _StageCache(_QuantSetup(ins, outs, fuse), packed, ins[2].value)
+            self.zp = ins[0].zp
+        else:
+            self.fbias = Derived(ins[2].value, lambda bv: bv.astype(np.float32))
+            self.zp = 0
+
+    def epilogue(self, pk, bias):
+        if self.quant:
+            return _Epilogue(True, self.fuse, stage=self.stages.get(pk, bias))
+        return _Epilogue(False, self.fuse, float_bias=self.fbias.get(bias))
+
+
 # ---- im2col convolution core (CONV_2D, GROUPED_CONV_2D) ----------------------------------------
 def _conv_blocks(xp, pk, geom, on, epi, groups=1):
     """xp: padded NHWC input (compute dtype); pk.mat: [KH*KW*Cg, O] (groups == 1) or
@@ -453,33 +484,15 @@ def _conv_like_build(op, ins, outs, L, groups_of=None):
     oh, ow = op.out_hw(h, w, kh, kw, pads, strides, dil)
     groups = 1 if groups_of is None else groups_of
     og = o // groups
-    quant = ins[0].type not in FLOATS
     geom = (kh, kw, strides, dil, oh, ow)
 
-    def pack(wv):
-        if not quant:
-            wf = wv.astype(np.float32)
-            dtype, bound = np.float32, 0.0
-        else:
-            wf = _center_filter(wv, wi)
-            bound = float(centered_max(ins[0].type, ins[0].zp)) * float(np.abs(wf).reshape(o, -1).sum(1).max()) \
-                if wf.size else 0.0
-            dtype = exact_dtype(bound)
+    def arrange(wf, dtype):
         if groups == 1:
-            mat = np.ascontiguousarray(wf.reshape(o, -1).T, dtype=dtype)               # [KH*KW*C, O]
-        else:
-            mat = np.ascontiguousarray(wf.reshape(groups, og, -1).transpose(0, 2, 1), dtype=dtype)
-        return _Packed(mat, dtype, bound)
+            return np.ascontiguousarray(wf.reshape(o, -1).T, dtype=dtype)               # [KH*KW*C, O]
+        return np.ascontiguousarray(wf.reshape(groups, og, -1).transpose(0, 2, 1), dtype=dtype)
 
-    packed = Derived(wi.value, pack)
-    if quant:
-        qs = _QuantSetup(ins, outs, fuse)
-        stages = _StageCache(qs, packed, ins[2].value)
-        zp = ins[0].zp
-    else:
-        fbias = Derived(ins[2].value, lambda bv: bv.astype(np.float32))
-        zp = 0
-    out_t = outs[0].type
+    packed = _packed_filter(ins, o, False, arrange)
+    res = _Output(ins, outs, fuse, packed)
 
     def kernel(i, oarr):
         pk = packed.get(i[1])
@@ -487,12 +500,8 @@ def _conv_like_build(op, ins, outs, L, groups_of=None):
         if out.size == 0:
             return
         on = out.transpose(0, 2, 3, 1) if nchw else out
-        xp = prepare_input(i[0], nchw, (pt, pb, pl, pr), pk.dtype, zp)
-        if quant:
-            epi = _Epilogue(True, fuse, stage=stages.get(pk, i[2]))
-        else:
-            epi = _Epilogue(False, fuse, float_bias=fbias.get(i[2]))
-        _conv_blocks(xp, pk, geom, on, epi, groups)
+        xp = prepare_input(i[0], nchw, (pt, pb, pl, pr), pk.dtype, res.zp)
+        _conv_blocks(xp, pk, geom, on, res.epilogue(pk, i[2]), groups)
     return kernel
 
 
@@ -687,27 +696,13 @@ class DepthwiseConv2D(ConvBase):
         oh, ow = self.out_hw(h, w, kh, kw, pads, (sh, sw), (dh, dw))
         quant = ins[0].type not in FLOATS
 
-        def pack(wv):
-            if not quant:
-                wf = wv.astype(np.float32)
-                dtype, bound = np.float32, 0.0
-            else:
-                wf = _center_filter(wv, wi)
-                bound = float(centered_max(ins[0].type, ins[0].zp)) * \
-                    float(np.abs(wf).reshape(-1, o).sum(0).max()) if wf.size else 0.0
-                dtype = exact_dtype(bound)
+        def arrange(wf, dtype):
             # one row of weights per tap, tiled along a whole output row: [KH*KW, OW*O]
-            taps = np.tile(wf.reshape(kh * kw, o).astype(dtype), (1, ow))
-            return _Packed(np.ascontiguousarray(taps), dtype, bound)
+            return np.ascontiguousarray(np.tile(wf.reshape(kh * kw, o).astype(dtype), (1, ow)))
 
-        packed = Derived(wi.value, pack)
-        if quant:
-            qs = _QuantSetup(ins, outs, fuse)
-            stages = _StageCache(qs, packed, ins[2].value)
-            zp = ins[0].zp
-        else:
-            fbias = Derived(ins[2].value, lambda bv: bv.astype(np.float32))
-            zp = 0
+        packed = _packed_filter(ins, o, True, arrange)
+        res = _Output(ins, outs, fuse, packed)
+        zp = res.zp
         pt, pb, pl, pr = pads
         row = ow * o
 
@@ -720,10 +715,7 @@ class DepthwiseConv2D(ConvBase):
             # width phases: with stride sw the columns x0, x0+sw, ... of phase x0 % sw are adjacent;
             # with a depth multiplier m input channel k feeds outputs k*m .. k*m+m-1
             planes = prepare_planes(i[0], nchw, (pt, pb, pl, pr), pk.dtype, zp, sw, m)
-            if quant:
-                epi = _Epilogue(True, fuse, stage=stages.get(pk, i[2]))
-            else:
-                epi = _Epilogue(False, fuse, float_bias=fbias.get(i[2]))
+            epi = res.epilogue(pk, i[2])
             direct = (not quant) and on.dtype == pk.dtype and on.flags.c_contiguous
             taps = pk.mat
             rows = max(1, (1 << 20) // (row * pk.dtype().itemsize))
@@ -831,32 +823,14 @@ class TransposeConv2D(ConvBase):
     def build(self, ins, outs):
         L = self.layout_of(_SigLike(self, ins))
         nchw, (n, h, w, c), (o, kh, kw), (sh, sw), (pt, pb, pl, pr), (oh, ow), fuse = self.geometry(ins, L)
-        wi = ins[1]
-        quant = ins[0].type not in FLOATS
         full_h, full_w = (h - 1) * sh + kh, (w - 1) * sw + kw
 
-        def pack(wv):
-            if not quant:
-                wf = wv.astype(np.float32)
-                dtype, bound = np.float32, 0.0
-            else:
-                wf = _center_filter(wv, wi)
-                # an output element sums at most all taps of all input channels
-                bound = float(centered_max(ins[0].type, ins[0].zp)) * \
-                    float(np.abs(wf).reshape(o, -1).sum(1).max()) if wf.size else 0.0
-                dtype = exact_dtype(bound)
-            mat = np.ascontiguousarray(wf.transpose(3, 1, 2, 0).reshape(c, kh * kw * o), dtype=dtype)
-            return _Packed(mat, dtype, bound)
+        def arrange(wf, dtype):
+            # an output element sums at most all taps of all input channels (the bound)
+            return np.ascontiguousarray(wf.transpose(3, 1, 2, 0).reshape(c, kh * kw * o), dtype=dtype)
 
-        packed = Derived(wi.value, pack)
-        if quant:
-            qs = _QuantSetup(ins, outs, fuse)
-            stages = _StageCache(qs, packed, ins[2].value)
-            zp = ins[0].zp
-        else:
-            fbias = Derived(ins[2].value, lambda bv: bv.astype(np.float32))
-            zp = 0
-        out_t = outs[0].type
+        packed = _packed_filter(ins, o, False, arrange)
+        res = _Output(ins, outs, fuse, packed)
 
         def kernel(i, oarr):
             pk = packed.get(i[1])
@@ -864,18 +838,18 @@ class TransposeConv2D(ConvBase):
             if out.size == 0:
                 return
             on = out.transpose(0, 2, 3, 1) if nchw else out
-            xn = prepare_input(i[0], nchw, (0, 0, 0, 0), pk.dtype, zp)
+            xn = prepare_input(i[0], nchw, (0, 0, 0, 0), pk.dtype, res.zp)
             cols = np.matmul(xn.reshape(-1, c), pk.mat).reshape(n, h, w, kh, kw, o)
             full = np.zeros((n, max(full_h, pt + oh), max(full_w, pl + ow), o), pk.dtype)
             for ky in range(kh):
                 for kx in range(kw):
                     full[:, ky:ky + (h - 1) * sh + 1:sh, kx:kx + (w - 1) * sw + 1:sw] += cols[:, :, :, ky, kx]
             acc = full[:, pt:pt + oh, pl:pl + ow]
-            if quant:
-                stages.get(pk, i[2])(np.ascontiguousarray(acc), on)
+            if res.quant:
+                res.stages.get(pk, i[2])(np.ascontiguousarray(acc), on)
             else:
                 acc = np.ascontiguousarray(acc)
-                acc += fbias.get(i[2])
+                acc += res.fbias.get(i[2])
                 Q.apply_float_activation(acc, fuse)
                 on[...] = acc
         return kernel

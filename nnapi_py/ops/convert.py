@@ -17,7 +17,7 @@ round to nearest.
 import numpy as np
 
 from .. import constants as C
-from .base import Op, register, value_error
+from .base import Op, register, tname, value_error
 from . import quant as Q
 from .activation import check_same_shape
 from .quant import round_half_away
@@ -26,10 +26,6 @@ F16, F32, I32 = C.TENSOR_FLOAT16, C.TENSOR_FLOAT32, C.TENSOR_INT32
 Q8, Q8S = C.TENSOR_QUANT8_ASYMM, C.TENSOR_QUANT8_ASYMM_SIGNED
 Q8SYMM, PERCH = C.TENSOR_QUANT8_SYMM, C.TENSOR_QUANT8_SYMM_PER_CHANNEL
 BOOL8, Q16S, Q16A = C.TENSOR_BOOL8, C.TENSOR_QUANT16_SYMM, C.TENSOR_QUANT16_ASYMM
-
-
-def _tn(t):
-    return C.TYPE_NAMES.get(t, str(t))
 
 
 def _same_shape(ins):
@@ -148,7 +144,7 @@ class Cast(Op):
             return 3
         if ti == to and ti in _CAST_IDENTITY:
             return 4
-        sig.fail(f"casting {_tn(ti)} to {_tn(to)} is not supported (any pair among TENSOR_FLOAT16, "
+        sig.fail(f"casting {tname(ti)} to {tname(to)} is not supported (any pair among TENSOR_FLOAT16, "
                  f"TENSOR_FLOAT32, TENSOR_INT32, TENSOR_QUANT8_ASYMM; identity casts for TENSOR_BOOL8, "
                  f"TENSOR_QUANT16_ASYMM, TENSOR_QUANT16_SYMM, TENSOR_QUANT8_ASYMM_SIGNED, TENSOR_QUANT8_SYMM)")
 

@@ -41,26 +41,9 @@ def broadcast_shape(name, a, b, at_runtime=False):
                           f"(trailing dimensions must be equal or 1)", at_runtime) from None
 
 
-def check_fuse(sig, idx, int_type=False):
-    """FuseCode scalar at input idx (checked only once its value is known)."""
-    f = sig.scalar_value(idx)
-    if f is None:
-        return
-    if f not in (C.FUSED_NONE, C.FUSED_RELU, C.FUSED_RELU1, C.FUSED_RELU6):
-        sig.fail(f"input {idx} (fused activation) must be a FuseCode 0..3, got {f}")
-    if int_type and f != C.FUSED_NONE:
-        sig.fail(f"input {idx} (fused activation) must be FUSED_NONE (0) for TENSOR_INT32, got {f}")
-
-
 def check_present(sig, n=None):
     """Every input of these operations is required: none may be omitted (NO_VALUE)."""
-    for k, inf in enumerate(sig.ins if n is None else sig.ins[:n]):
-        if inf.omitted:
-            sig.fail(f"input {k} is required but has no value (omitted)")
-
-
-def type_name(t):
-    return C.TYPE_NAMES.get(t, str(t))
+    sig.all_present(n=n)
 
 
 def dequant_table(inf):
@@ -112,12 +95,12 @@ class Binary(Op):
         sig.count(3, 1)
         t = sig.types("input", 0, self.type_levels)
         sig.same_type("input", 1, t)
-        sig.types("input", 2, (C.INT32,))
+        sig.types("input", 2, (C.INT32,), "fused activation")
         sig.same_type("output", 0, t)
         check_present(sig)
         sig.rank_between("input", 0, 1, 4)
         sig.rank_between("input", 1, 1, 4)
-        check_fuse(sig, 2, t == I32)
+        sig.fuse(2, t == I32)
         if t in QUANT8:
             self.check_quant(sig)
         level = self.type_levels[t]
@@ -228,14 +211,14 @@ class Mul(Binary):
 
     def check_quant(self, sig):
         a, b, o = sig.ins[0], sig.ins[1], sig.outs[0]
-        prod = np.float32(a.scale) * np.float32(b.scale)
+        prod = Q.scale_product(a.scale, b.scale)
         if not np.float32(o.scale) > prod:
             sig.fail(f"output 0 scale {o.scale} must be greater than input 0 scale x input 1 scale "
                      f"({a.scale} x {b.scale} = {float(prod)})")
 
     def quant_table(self, a, b, out, fuse):
         # the reference forms the input product scale in float32, the ratio in double
-        prod = float(np.float32(a.scale) * np.float32(b.scale))
+        prod = Q.scale_product(a.scale, b.scale)
         m = Q.Requant(prod / out.scale)
         va = Q.byte_codes(C.DTYPES[a.type]) - a.zp
         vb = Q.byte_codes(C.DTYPES[b.type]) - b.zp
@@ -459,10 +442,8 @@ class Select(Op):
         sig.count(3, 1)
         sig.types("input", 0, (BOOL8,))
         t = sig.types("input", 1, self.type_levels)
-        if sig.ins[2].type != t:
-            sig.fail(f"input 2 has type {type_name(sig.ins[2].type)}, expected {type_name(t)} (same as input 1)")
-        if sig.outs[0].type != t:
-            sig.fail(f"output 0 has type {type_name(sig.outs[0].type)}, expected {type_name(t)} (same as input 1)")
+        sig.same_type("input", 2, t, ref="input 1")
+        sig.same_type("output", 0, t, ref="input 1")
         check_present(sig)
         return self.type_levels[t]
 

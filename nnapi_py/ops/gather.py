@@ -8,9 +8,8 @@ miss yields a slice of zero bytes and a 0 in Hits (QUANT8_ASYMM, scale 1, zeroPo
 import numpy as np
 
 from .. import constants as C
-from .base import Op, register, value_error
-from .reduce import (check_type, check_same_type, check_same_quant, check_rank, resolve_axis,
-                     check_present, require_present)
+from .base import Op, register, resolve_axis, value_error
+from .reduce import require_present
 
 F16, F32, I32 = C.TENSOR_FLOAT16, C.TENSOR_FLOAT32, C.TENSOR_INT32
 Q8, Q8S = C.TENSOR_QUANT8_ASYMM, C.TENSOR_QUANT8_ASYMM_SIGNED
@@ -45,13 +44,13 @@ class Gather(Op):
 
     def validate(self, sig):
         sig.count(3, 1)
-        check_present(sig, self.roles)
-        t = check_type(sig, "input", 0, self.type_levels, "input")
-        check_type(sig, "input", 1, (C.INT32,), "axis")
-        check_type(sig, "input", 2, (I32,), "indices")
-        check_same_type(sig, 0, 0)
-        check_rank(sig, "input", 0, 1, None, "input")
-        check_same_quant(sig, 0, 0)
+        sig.all_present(self.roles)
+        t = sig.types("input", 0, self.type_levels, "input")
+        sig.types("input", 1, (C.INT32,), "axis")
+        sig.types("input", 2, (I32,), "indices")
+        sig.same_type("output", 0, t, "output")
+        sig.rank_between("input", 0, 1, None, "input")
+        sig.same_quant("output", 0, sig.ins[0])
         axis, d = sig.scalar_value(1), sig.ins[0].dims
         if axis is not None and d is not None:
             r = len(d)
@@ -90,13 +89,13 @@ class EmbeddingLookup(Op):
 
     def validate(self, sig):
         sig.count(2, 1)
-        check_present(sig, self.roles)
-        check_type(sig, "input", 0, (I32,), "lookups")
-        t = check_type(sig, "input", 1, self.type_levels, "values")
-        check_same_type(sig, 0, 1)
-        check_rank(sig, "input", 0, 1, 1, "lookups")
-        check_rank(sig, "input", 1, 2, None, "values")
-        check_same_quant(sig, 0, 1)
+        sig.all_present(self.roles)
+        sig.types("input", 0, (I32,), "lookups")
+        t = sig.types("input", 1, self.type_levels, "values")
+        sig.same_type("output", 0, t, "output", "input 1")
+        sig.rank_between("input", 0, 1, 1, "lookups")
+        sig.rank_between("input", 1, 2, None, "values")
+        sig.same_quant("output", 0, sig.ins[1], "input 1")
         d = sig.ins[1].dims
         if d:
             constant_indices_ok(sig, 0, "lookups", d[0])
@@ -128,16 +127,16 @@ class HashtableLookup(Op):
 
     def validate(self, sig):
         sig.count(3, 2)
-        check_present(sig, self.roles)
-        check_type(sig, "input", 0, (I32,), "lookups")
-        check_type(sig, "input", 1, (I32,), "keys")
-        t = check_type(sig, "input", 2, self.type_levels, "values")
-        check_same_type(sig, 0, 2)
-        check_type(sig, "output", 1, (Q8,), "hits")
-        check_rank(sig, "input", 0, 1, 1, "lookups")
-        check_rank(sig, "input", 1, 1, 1, "keys")
-        check_rank(sig, "input", 2, 2, None, "values")
-        check_same_quant(sig, 0, 2)
+        sig.all_present(self.roles)
+        sig.types("input", 0, (I32,), "lookups")
+        sig.types("input", 1, (I32,), "keys")
+        t = sig.types("input", 2, self.type_levels, "values")
+        sig.same_type("output", 0, t, "output", "input 2")
+        sig.types("output", 1, (Q8,), "hits")
+        sig.rank_between("input", 0, 1, 1, "lookups")
+        sig.rank_between("input", 1, 1, 1, "keys")
+        sig.rank_between("input", 2, 2, None, "values")
+        sig.same_quant("output", 0, sig.ins[2], "input 2")
         h = sig.outs[1]
         if h.scale != 1.0 or h.zp != 0:
             sig.fail(f"output 1 (hits) must have scale 1.0 and zeroPoint 0, got {h.scale} and {h.zp}")

@@ -11,29 +11,26 @@ import numpy as np
 
 from .. import constants as C
 from .base import Op, register, value_error
-from .activation import (F16, F32, Q8, Q8S, FLOATS, QUANT8, check_axis_input, check_same_shape,
-                         check_scalar, float_kernel, optional_value, resolve_axis, scalar_for)
+from .activation import (F16, F32, Q8, Q8S, FLOATS, QUANT8, check_scalar, float_kernel, optional_axis,
+                         optional_axis_level, same_shape_signature, scalar_for)
 from .quant import requantize_into
-
-
-def _axis_and_rank_level(sig, n_with_axis, axis_idx, level):
-    """Optional trailing axis: present -> FL3; absent with rank != 4 -> FL3."""
-    if len(sig.ins) == n_with_axis:
-        if not sig.ins[axis_idx].omitted:
-            check_axis_input(sig, axis_idx)
-        return max(level, 3)
-    r = sig.ins[0].rank
-    if r not in (None, 4):
-        return max(level, 3)
-    return level
 
 
 def _axis(name, ins, idx):
     rank = len(ins[0].dims)
     if rank > 4:
         raise value_error(f"{name}: input 0 has rank {rank}, expected at most 4", at_runtime=False)
-    a = optional_value(ins[idx] if len(ins) > idx else None, -1)
-    return resolve_axis(name, int(a), rank)
+    return optional_axis(name, ins, idx)
+
+
+def _scalar_values(name, ins, roles):
+    """Values of the scalar inputs (index, role) in roles; each must be known."""
+    vals = []
+    for k, what in roles:
+        if ins[k].value is None:
+            raise value_error(f"{name}: input {k} ({what}) has no value", at_runtime=False)
+        vals.append(ins[k].value.item())
+    return vals
 
 
 @register
@@ -43,14 +40,11 @@ class L2Normalization(Op):
     allow_zero_sized = True
 
     def validate(self, sig):
-        sig.count((1, 2), 1)
-        t = sig.types("input", 0, self.type_levels)
-        sig.same_type("output", 0, t)
-        check_same_shape(sig)
+        t = same_shape_signature(sig, (1, 2), self.type_levels)
         sig.rank_between("input", 0, 1, 4)
         if t in QUANT8:
             sig.fixed_quant(0, 1.0 / 128, 128 if t == Q8 else 0)
-        return _axis_and_rank_level(sig, 2, 1, self.type_levels[t])
+        return optional_axis_level(sig, 2, 1, self.type_levels[t], (4,))
 
     def infer(self, ins):
         _axis(self.name, ins, 1)
@@ -89,13 +83,9 @@ class LocalResponseNormalization(Op):
     type_levels = {F32: 1, F16: 3}
 
     def validate(self, sig):
-        sig.count((5, 6), 1)
-        t = sig.types("input", 0, self.type_levels)
-        sig.same_type("output", 0, t)
-        check_same_shape(sig)
+        t = same_shape_signature(sig, (5, 6), self.type_levels)
         sig.rank_between("input", 0, 1, 4)
-        if sig.ins[1].type != C.INT32:
-            sig.fail(f"input 1 (radius) has type {C.TYPE_NAMES.get(sig.ins[1].type)}, expected INT32")
+        sig.types("input", 1, (C.INT32,), "radius")
         st = scalar_for(t)
         for k, what in ((2, "bias"), (3, "alpha"), (4, "beta")):
             check_scalar(sig, k, what, st, t)
@@ -105,7 +95,7 @@ class LocalResponseNormalization(Op):
         b = sig.scalar_value(2)
         if b is not None and b == 0:
             sig.fail("input 2 (bias) must not be zero")
-        return _axis_and_rank_level(sig, 6, 5, self.type_levels[t])
+        return optional_axis_level(sig, 6, 5, self.type_levels[t], (4,))
 
     def infer(self, ins):
         _axis(self.name, ins, 5)
@@ -113,11 +103,7 @@ class LocalResponseNormalization(Op):
 
     def build(self, ins, outs):
         axis = _axis(self.name, ins, 5)
-        vals = []
-        for k, what in ((1, "radius"), (2, "bias"), (3, "alpha"), (4, "beta")):
-            if ins[k].value is None:
-                raise value_error(f"{self.name}: input {k} ({what}) has no value", at_runtime=False)
-            vals.append(ins[k].value.item())
+        vals = _scalar_values(self.name, ins, ((1, "radius"), (2, "bias"), (3, "alpha"), (4, "beta")))
         radius, bias, alpha, beta = int(vals[0]), float(vals[1]), float(vals[2]), float(vals[3])
         if radius < 0:
             raise value_error(f"{self.name}: input 1 (radius) must be >= 0, got {radius}", at_runtime=False)
@@ -165,13 +151,8 @@ class InstanceNormalization(Op):
     type_levels = {F32: 3, F16: 3}
 
     def validate(self, sig):
-        sig.count(5, 1)
-        t = sig.types("input", 0, self.type_levels)
-        sig.same_type("output", 0, t)
-        check_same_shape(sig)
-        r = sig.ins[0].rank
-        if r is not None and r != 4:
-            sig.fail(f"input 0 has rank {r}, expected 4")
+        t = same_shape_signature(sig, 5, self.type_levels)
+        sig.rank_between("input", 0, 4, 4)
         st = scalar_for(t)
         for k, what in ((1, "gamma"), (2, "beta"), (3, "epsilon")):
             check_scalar(sig, k, what, st, t)
@@ -184,11 +165,7 @@ class InstanceNormalization(Op):
         return [ins[0].dims]
 
     def build(self, ins, outs):
-        vals = []
-        for k, what in ((1, "gamma"), (2, "beta"), (3, "epsilon"), (4, "layout")):
-            if ins[k].value is None:
-                raise value_error(f"{self.name}: input {k} ({what}) has no value", at_runtime=False)
-            vals.append(ins[k].value.item())
+        vals = _scalar_values(self.name, ins, ((1, "gamma"), (2, "beta"), (3, "epsilon"), (4, "layout")))
         gamma, beta, eps = float(vals[0]), float(vals[1]), float(vals[2])
         axes = (2, 3) if vals[3] else (1, 2)
 

@@ -21,10 +21,10 @@ import numpy as np
 
 from .. import constants as C
 from .base import Op, register, value_error
-from .elementwise import check_fuse
 from .padding import implicit_padding, out_size
 from . import quant as Q
-from .spatial import check_layout, check_rank4, check_scalar_type, nchw_flag, scalar_of, zero_sized_const_level
+from .spatial import (check_layout, check_rank4, check_scalar_type, nchw_flag, nhwc_kernel, scalar_of,
+                      zero_sized_const_level)
 
 F16, F32 = C.TENSOR_FLOAT16, C.TENSOR_FLOAT32
 Q8, Q8S = C.TENSOR_QUANT8_ASYMM, C.TENSOR_QUANT8_ASYMM_SIGNED
@@ -109,7 +109,7 @@ class Pool2D(Op):
         p, scheme = _raw_params(sig.ins)
         if not explicit and scheme is not None and scheme not in (C.PADDING_SAME, C.PADDING_VALID):
             sig.fail(f"input 1 (padding scheme) must be a PaddingCode (1 = SAME, 2 = VALID), got {scheme}")
-        check_fuse(sig, 9 if explicit else 6)
+        sig.fuse(9 if explicit else 6)
         _check_ranges(sig.fail, p, explicit)
         return zero_sized_const_level(sig, level)
 
@@ -157,19 +157,12 @@ class Pool2D(Op):
         p, (n, h, w, c), (oh, ow) = self.params(ins)
         geo = _Geometry(p, h, w, oh, ow)
         t = ins[0].type
-        nchw = p.nchw
         if t in (Q8, Q8S):
             lo, hi = Q.activation_range(p.fuse, outs[0].scale, outs[0].zp, t)
         else:
             lo = hi = None
         core = self.make(geo, t, p.fuse, lo, hi)
-
-        def kernel(i, o):
-            x, y = i[0], o[0]
-            if nchw:
-                x, y = x.transpose(0, 2, 3, 1), y.transpose(0, 2, 3, 1)
-            core(x, y)
-        return kernel
+        return nhwc_kernel(core, p.nchw)
 
 
 class _Geometry:

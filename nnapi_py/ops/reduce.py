@@ -19,7 +19,7 @@ Semantics follow NNAPI's reference CPU implementation:
 import numpy as np
 
 from .. import constants as C
-from .base import Op, register, value_error
+from .base import Op, register, resolve_axis, value_error
 
 F16, F32, I32 = C.TENSOR_FLOAT16, C.TENSOR_FLOAT32, C.TENSOR_INT32
 Q8, Q8S, B8 = C.TENSOR_QUANT8_ASYMM, C.TENSOR_QUANT8_ASYMM_SIGNED, C.TENSOR_BOOL8
@@ -27,74 +27,12 @@ QUANT8 = (Q8, Q8S)
 FLOATS = (F16, F32)
 
 
-def type_name(t):
-    return C.TYPE_NAMES.get(t, str(t))
-
-
 # ---- helpers shared by the operations of this family (and gather.py) ------------------------
-
-def check_type(sig, where, idx, allowed, what):
-    """Operand type in `allowed` (dict type -> level, or a collection); returns the type."""
-    ops = sig.ins if where == "input" else sig.outs
-    t = ops[idx].type
-    if t not in allowed:
-        names = ", ".join(type_name(a) for a in allowed)
-        sig.fail(f"{where} {idx} ({what}) has type {type_name(t)}, expected {names}")
-    return t
-
-
-def check_same_type(sig, out_idx, in_idx, what="output"):
-    o, i = sig.outs[out_idx], sig.ins[in_idx]
-    if o.type != i.type:
-        sig.fail(f"output {out_idx} ({what}) has type {type_name(o.type)}, expected "
-                 f"{type_name(i.type)} (the type of input {in_idx})")
-
-
-def check_same_quant(sig, out_idx, in_idx):
-    """Quantized output out_idx must carry input in_idx's scale and zeroPoint."""
-    o, i = sig.outs[out_idx], sig.ins[in_idx]
-    if o.type in QUANT8 and (o.scale != i.scale or o.zp != i.zp):
-        sig.fail(f"output {out_idx} must have the same scale and zeroPoint as input {in_idx} "
-                 f"({i.scale}, {i.zp}), got ({o.scale}, {o.zp})")
-
-
-def check_rank(sig, where, idx, lo, hi, what):
-    """Known rank of an operand within [lo, hi] (hi None = unbounded)."""
-    ops = sig.ins if where == "input" else sig.outs
-    r = ops[idx].rank
-    if r is None:
-        return
-    if r < lo or (hi is not None and r > hi):
-        if hi is None:
-            want = f"at least {lo}"
-        elif lo == hi:
-            want = f"exactly {lo}"
-        else:
-            want = f"{lo}..{hi}"
-        sig.fail(f"{where} {idx} ({what}) has rank {r}, expected rank {want}")
-
-
-def check_present(sig, what):
-    """No input of these operations is optional: a NO_VALUE operand is an error."""
-    for k, inf in enumerate(sig.ins):
-        if inf.omitted:
-            sig.fail(f"input {k} ({what[k]}) has no value; it is not optional")
-
-
 def require_present(name, ins, what):
     """The same at execution: an input given as NULL (omitted) is an error."""
     for k, inf in enumerate(ins):
         if inf.omitted:
             raise value_error(f"{name}: input {k} ({what[k]}) was omitted; it is not optional", at_runtime=True)
-
-
-def resolve_axis(name, axis, rank, what="axis"):
-    """One axis in [-rank, rank) -> [0, rank); value error otherwise."""
-    axis = int(axis)
-    if not -rank <= axis < rank:
-        raise value_error(f"{name}: {what} {axis} is out of range [{-rank}, {rank}) for an input of rank {rank}",
-                          at_runtime=False)
-    return axis + rank if axis < 0 else axis
 
 
 def quiet(kernel):
@@ -124,15 +62,15 @@ class _Reduce(Op):
 
     def validate(self, sig):
         sig.count(3, 1)
-        check_present(sig, self.roles)
-        t = check_type(sig, "input", 0, self.type_levels, "input")
-        check_type(sig, "input", 1, (I32,), "axes")
-        check_type(sig, "input", 2, (self.keep_type,), "keep_dims")
-        check_same_type(sig, 0, 0)
-        check_rank(sig, "input", 0, 1, 4, "input")
-        check_rank(sig, "input", 1, 1, 1, "axes")
+        sig.all_present(self.roles)
+        t = sig.types("input", 0, self.type_levels, "input")
+        sig.types("input", 1, (I32,), "axes")
+        sig.types("input", 2, (self.keep_type,), "keep_dims")
+        sig.same_type("output", 0, t, "output")
+        sig.rank_between("input", 0, 1, 4, "input")
+        sig.rank_between("input", 1, 1, 1, "axes")
         if self.same_quant:
-            check_same_quant(sig, 0, 0)
+            sig.same_quant("output", 0, sig.ins[0])
         axes, rank = sig.ins[1].value, sig.ins[0].rank
         if axes is not None and rank is not None:
             for a in np.asarray(axes).reshape(-1):
@@ -332,11 +270,11 @@ class _ArgMinMax(Op):
 
     def validate(self, sig):
         sig.count(2, 1)
-        check_present(sig, self.roles)
-        t = check_type(sig, "input", 0, self.type_levels, "input")
-        check_type(sig, "input", 1, (C.INT32,), "axis")
-        check_type(sig, "output", 0, (I32,), "output")
-        check_rank(sig, "input", 0, 1, None, "input")
+        sig.all_present(self.roles)
+        t = sig.types("input", 0, self.type_levels, "input")
+        sig.types("input", 1, (C.INT32,), "axis")
+        sig.types("output", 0, (I32,), "output")
+        sig.rank_between("input", 0, 1, None, "input")
         axis, rank = sig.scalar_value(1), sig.ins[0].rank
         if axis is not None and rank is not None and not -rank <= axis < rank:
             sig.fail(f"input 1 (axis) {axis} is out of range [{-rank}, {rank}) for input 0 of rank {rank}")
@@ -408,13 +346,13 @@ class TopKV2(Op):
 
     def validate(self, sig):
         sig.count(2, 2)
-        check_present(sig, self.roles)
-        t = check_type(sig, "input", 0, self.type_levels, "input")
-        check_type(sig, "input", 1, (C.INT32,), "k")
-        check_same_type(sig, 0, 0, "values")
-        check_type(sig, "output", 1, (I32,), "indices")
-        check_rank(sig, "input", 0, 1, None, "input")
-        check_same_quant(sig, 0, 0)
+        sig.all_present(self.roles)
+        t = sig.types("input", 0, self.type_levels, "input")
+        sig.types("input", 1, (C.INT32,), "k")
+        sig.same_type("output", 0, t, "values")
+        sig.types("output", 1, (I32,), "indices")
+        sig.rank_between("input", 0, 1, None, "input")
+        sig.same_quant("output", 0, sig.ins[0])
         k = sig.scalar_value(1)
         if k is not None:
             if k < 1:

@@ -14,13 +14,12 @@ weights are computed once per shape in build(); a kernel is a few gathers and mu
 import numpy as np
 
 from .. import constants as C
-from .base import Op, register, value_error
+from .base import Op, register, tname, value_error
 from . import quant as Q
-from .spatial import check_rank4, check_scalar_type, scalar_of, nchw_flag, zero_sized_const_level
+from .spatial import check_rank4, check_scalar_type, scalar_of, nchw_flag, nhwc_kernel, zero_sized_const_level
 
 F16, F32 = C.TENSOR_FLOAT16, C.TENSOR_FLOAT32
 Q8, Q8S = C.TENSOR_QUANT8_ASYMM, C.TENSOR_QUANT8_ASYMM_SIGNED
-TNAME = C.TYPE_NAMES
 f32 = np.float32
 
 
@@ -39,12 +38,10 @@ class _Resize(Op):
         else:
             want = C.FLOAT16 if t == F16 else C.FLOAT32
             if st != want:
-                sig.fail(f"input 1 (output width or width scale) has type {TNAME.get(st, st)}, expected INT32 "
-                         f"or {TNAME[want]} for a {TNAME[t]} input")
+                sig.fail(f"input 1 (output width or width scale) has type {tname(st)}, expected INT32 "
+                         f"or {tname(want)} for a {tname(t)} input")
             level = max(level, 3)
-        if sig.ins[2].type != st:
-            sig.fail(f"input 2 (output height or height scale) has type {TNAME.get(sig.ins[2].type)}, "
-                     f"expected {TNAME.get(st)} (the type of input 1)")
+        sig.same_type("input", 2, st, "output height or height scale", ref="input 1")
         for k, what in ((3, "NCHW layout flag"), (4, "align_corners"), (5, "half_pixel_centers")):
             if k < n:
                 check_scalar_type(sig, k, C.BOOL, what)
@@ -105,13 +102,7 @@ class _Resize(Op):
     def build(self, ins, outs):
         nchw, align, half, (nb, h, w, c), (oh, ow) = self.params(ins)
         core = self.make(ins[0].type, align, half, h, w, oh, ow)
-
-        def kernel(i, o):
-            x, y = i[0], o[0]
-            if nchw:
-                x, y = x.transpose(0, 2, 3, 1), y.transpose(0, 2, 3, 1)
-            core(x, y)
-        return kernel
+        return nhwc_kernel(core, nchw)
 
 
 def _scale(in_size, out_size, align):
@@ -188,8 +179,7 @@ class ResizeNearestNeighbor(_Resize):
         offset = f32(0.5) if half else f32(0)
         v = (np.arange(out_size, dtype=f32) + offset) * scale
         if align:
-            r = np.trunc(v)                      # std::round: half away from zero (v >= 0)
-            r += (v - r) >= f32(0.5)
+            r = Q.round_half_away(v)             # std::round (in float32)
         else:
             r = np.floor(v)
         idx = np.minimum(r.astype(np.int64), in_size - 1)

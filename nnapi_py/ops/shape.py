@@ -15,8 +15,8 @@ checked in ``validate`` when the constant is known (at Model_finish).
 import numpy as np
 
 from .. import constants as C
-from .base import Op, register, value_error
-from .quant import round_half_away
+from .base import Op, register, scalar, tname, value_error
+from .quant import affine_requant_table
 
 F16, F32, I32 = C.TENSOR_FLOAT16, C.TENSOR_FLOAT32, C.TENSOR_INT32
 Q8, Q8S = C.TENSOR_QUANT8_ASYMM, C.TENSOR_QUANT8_ASYMM_SIGNED
@@ -30,80 +30,34 @@ LEVELS_FL3_INT = {F16: 3, F32: 3, I32: 3, Q8: 3, Q8S: 4}     # EXPAND_DIMS, SPLI
 LEVELS_FL3 = {F16: 3, F32: 3, Q8: 3, Q8S: 4}                 # PAD_V2
 
 
-def tname(t):
-    return C.TYPE_NAMES.get(t, str(t))
-
-
-def _names(types):
-    types = list(types)
-    if len(types) == 1:
-        return tname(types[0])
-    return ", ".join(tname(t) for t in types[:-1]) + " or " + tname(types[-1])
-
-
 # ---- validation helpers --------------------------------------------------------------------
-def present(sig, idx, what):
-    """A required input must not be omitted."""
-    if sig.ins[idx].omitted:
-        sig.fail(f"input {idx} ({what}) is required but was omitted (no value)")
-
-
 def tensor_of(sig, idx, levels, what):
-    """Input idx must have one of the types of `levels` (type -> feature level)."""
-    present(sig, idx, what)
-    t = sig.ins[idx].type
-    if t not in levels:
-        sig.fail(f"input {idx} ({what}) has type {tname(t)}, expected {_names(levels)}")
-    return t
+    """Input idx must be present and have one of the types of `levels` (type -> feature level)."""
+    sig.present(idx, what)
+    return sig.types("input", idx, levels, what)
 
 
 def scalar_of(sig, idx, t, what):
-    present(sig, idx, what)
-    got = sig.ins[idx].type
-    if got != t:
-        sig.fail(f"input {idx} ({what}) has type {tname(got)}, expected {tname(t)}")
+    """Input idx must be present and have the scalar type t."""
+    sig.present(idx, what)
+    sig.types("input", idx, (t,), what)
 
 
 def int_tensor(sig, idx, what, rank=1, optional=False):
     """Input idx must be a TENSOR_INT32 of the given rank (when the rank is known)."""
     if not optional:
-        present(sig, idx, what)
+        sig.present(idx, what)
     inf = sig.ins[idx]
-    if inf.type != I32:
-        sig.fail(f"input {idx} ({what}) has type {tname(inf.type)}, expected TENSOR_INT32")
+    sig.types("input", idx, (I32,), what)
     if inf.rank is not None and inf.rank != rank:
         sig.fail(f"input {idx} ({what}) must be a {rank}-D tensor, got rank {inf.rank}")
     return inf
 
 
-def output_like(sig, k, src, src_name="input 0"):
-    """Output k has the type of `src` and, for quant8, the same scale and zeroPoint."""
-    o = sig.outs[k]
-    if o.type != src.type:
-        sig.fail(f"output {k} has type {tname(o.type)}, expected {tname(src.type)} (the type of {src_name})")
-    if src.type in QUANT8 and (o.scale != src.scale or o.zp != src.zp):
-        sig.fail(f"output {k} must have the scale and zeroPoint of {src_name} ({src.scale}, {src.zp}), "
-                 f"got ({o.scale}, {o.zp})")
-
-
-def rank_in(sig, where, idx, lo=1, hi=None, what=None):
-    """Rank of a tensor operand within [lo, hi] (hi None: no limit); unknown rank passes."""
-    ops = sig.ins if where == "input" else sig.outs
-    r = ops[idx].rank
-    if r is None:
-        return
-    if r < lo or (hi is not None and r > hi):
-        label = f"{where} {idx}" + (f" ({what})" if what else "")
-        rule = f"{lo}..{hi}" if hi is not None else f"at least {lo}"
-        sig.fail(f"{label} has rank {r}, the supported rank is {rule}")
-
-
 def scalar_int(inf):
     """Python int of a known INT32 scalar operand, else None."""
-    v = inf.value
-    if v is None or inf.omitted:
-        return None
-    return int(v.item() if hasattr(v, "item") else v)
+    v = scalar(inf)
+    return None if v is None else int(v)
 
 
 def int_values(inf):
@@ -135,9 +89,20 @@ def view_as(arr, shape):
     return np.reshape(arr, shape, copy=False)
 
 
+class _Reshaping(Op):
+    """RESHAPE, SQUEEZE, EXPAND_DIMS: the data unchanged, in the output's (inferred) shape."""
+
+    def build(self, ins, outs):
+        shape = outs[0].dims
+
+        def kernel(i, o):
+            o[0][...] = i[0].reshape(shape)
+        return kernel
+
+
 # ---- RESHAPE -------------------------------------------------------------------------------
 @register
-class Reshape(Op):
+class Reshape(_Reshaping):
     name = "RESHAPE"
     value_inputs = (1,)
     levels = {F32: 1, Q8: 1, F16: 3, Q8S: 4, I32: 6}
@@ -146,8 +111,8 @@ class Reshape(Op):
         sig.count(2, 1)
         t = tensor_of(sig, 0, self.levels, "tensor")
         shp = int_tensor(sig, 1, "shape")
-        rank_in(sig, "input", 0, 1, 4)
-        output_like(sig, 0, sig.ins[0])
+        sig.rank_between("input", 0, 1, 4)
+        sig.like("output", 0, sig.ins[0])
         n = known_len(shp)
         orank = sig.outs[0].rank
         if n is not None and orank is not None and orank != n:
@@ -188,17 +153,10 @@ class Reshape(Op):
             fail(f"input 1 (shape) {vals} has {known} elements but input 0 {list(ins[0].dims)} has {total}")
         return [tuple(vals)]
 
-    def build(self, ins, outs):
-        shape = outs[0].dims
-
-        def kernel(i, o):
-            o[0][...] = i[0].reshape(shape)
-        return kernel
-
 
 # ---- SQUEEZE -------------------------------------------------------------------------------
 @register
-class Squeeze(Op):
+class Squeeze(_Reshaping):
     name = "SQUEEZE"
     value_inputs = (1,)
     levels = LEVELS_FL2
@@ -207,8 +165,8 @@ class Squeeze(Op):
         sig.count(2, 1)
         t = tensor_of(sig, 0, self.levels, "tensor")
         int_tensor(sig, 1, "axes", optional=True)
-        rank_in(sig, "input", 0, 1, 4)
-        output_like(sig, 0, sig.ins[0])
+        sig.rank_between("input", 0, 1, 4)
+        sig.like("output", 0, sig.ins[0])
         axes = int_values(sig.ins[1])
         r = sig.ins[0].rank
         if axes is not None and r is not None:
@@ -237,17 +195,10 @@ class Squeeze(Op):
         out = tuple(d for k, d in enumerate(dims) if k not in drop)
         return [out if out else (1,)]
 
-    def build(self, ins, outs):
-        shape = outs[0].dims
-
-        def kernel(i, o):
-            o[0][...] = i[0].reshape(shape)
-        return kernel
-
 
 # ---- EXPAND_DIMS ---------------------------------------------------------------------------
 @register
-class ExpandDims(Op):
+class ExpandDims(_Reshaping):
     name = "EXPAND_DIMS"
     levels = LEVELS_FL3_INT
 
@@ -255,8 +206,8 @@ class ExpandDims(Op):
         sig.count(2, 1)
         t = tensor_of(sig, 0, self.levels, "tensor")
         scalar_of(sig, 1, INT32, "axis")
-        rank_in(sig, "input", 0, 1)
-        output_like(sig, 0, sig.ins[0])
+        sig.rank_between("input", 0, 1)
+        sig.like("output", 0, sig.ins[0])
         r = sig.ins[0].rank
         orank = sig.outs[0].rank
         if r is not None and orank is not None and orank != r + 1:
@@ -276,13 +227,6 @@ class ExpandDims(Op):
             axis += r + 1
         return [tuple(dims[:axis]) + (1,) + tuple(dims[axis:])]
 
-    def build(self, ins, outs):
-        shape = outs[0].dims
-
-        def kernel(i, o):
-            o[0][...] = i[0].reshape(shape)
-        return kernel
-
 
 # ---- TRANSPOSE -----------------------------------------------------------------------------
 @register
@@ -296,8 +240,8 @@ class Transpose(Op):
         sig.count(2, 1)
         t = tensor_of(sig, 0, self.levels, "tensor")
         perm = int_tensor(sig, 1, "perm", optional=True)
-        rank_in(sig, "input", 0, 1, 4)
-        output_like(sig, 0, sig.ins[0])
+        sig.rank_between("input", 0, 1, 4)
+        sig.like("output", 0, sig.ins[0])
         r = sig.ins[0].rank
         orank = sig.outs[0].rank
         if r is not None and orank is not None and orank != r:
@@ -350,24 +294,23 @@ class Concatenation(Op):
             sig.fail(f"expected 1 output, got {len(sig.outs)}")
         t = tensor_of(sig, 0, self.levels, "tensor 0")
         for k in range(1, n - 1):
-            present(sig, k, f"tensor {k}")
+            sig.present(k, f"tensor {k}")
             if sig.ins[k].type != t:
                 sig.fail(f"input {k} has type {tname(sig.ins[k].type)}, expected {tname(t)} "
                          f"(all input tensors must have the type of input 0)")
         scalar_of(sig, n - 1, INT32, "axis")
         out = sig.outs[0]
-        if out.type != t:
-            sig.fail(f"output 0 has type {tname(out.type)}, expected {tname(t)} (the type of input 0)")
+        sig.same_type("output", 0, t)
         rank = None
         for k in range(n - 1):
-            rank_in(sig, "input", k, 1, 4)
+            sig.rank_between("input", k, 1, 4)
             r = sig.ins[k].rank
             if r is not None:
                 if rank is not None and r != rank:
                     sig.fail(f"input {k} has rank {r} but input 0 has rank {rank} (all input tensors must "
                              f"have the same rank)")
                 rank = r
-        rank_in(sig, "output", 0, 1, 4)
+        sig.rank_between("output", 0, 1, 4)
         if rank is not None and out.rank is not None and out.rank != rank:
             sig.fail(f"output 0 has rank {out.rank}, expected {rank} (the rank of the inputs)")
         level = self.levels[t]
@@ -422,13 +365,9 @@ class Concatenation(Op):
             def kernel(i, o):
                 np.concatenate(i[:-1], axis=a, out=o[0])
             return kernel
-        # requantize (reference: per input a float32 multiplier and bias, x * scale + bias
-        # rounded half away from zero, plus the output zeroPoint, saturated); signed tensors
-        # go through the unsigned domain (+128) like the reference.  Only 256 input values
-        # exist, so each input gets a lookup table built once here.
-        shift = 128 if out.type == Q8S else 0
-        inv = np.float32(1.0) / np.float32(out.scale)
-        codes = np.arange(256, dtype=np.int32) - shift          # every possible stored value
+        # requantize (the reference's float32 multiplier and bias, quant.affine_requant_table):
+        # only 256 input values exist, so each input gets a lookup table built once here,
+        # indexed by the raw byte
         steps = []
         start = 0
         for x in tensors:
@@ -437,15 +376,7 @@ class Concatenation(Op):
             if x.scale == out.scale and x.zp == out.zp:
                 steps.append((where, None))
             else:
-                sc = np.float32(np.float32(x.scale) * inv)
-                bias = np.float32(np.float32(-(x.zp + shift)) * sc)
-                v = (codes + shift).astype(np.float32) * sc + bias
-                r = round_half_away(v).astype(np.int64) + (out.zp + shift)
-                table = (np.clip(r, 0, 255) - shift).astype(out.dtype)
-                # index by the raw byte: uint8 view of int8 data maps -128..-1 to 128..255
-                lut = np.empty(256, out.dtype)
-                lut[(codes.astype(np.int64)) & 0xFF] = table
-                steps.append((where, lut))
+                steps.append((where, affine_requant_table(out.dtype, x.scale, x.zp, out.scale, out.zp)))
             start = stop
 
         def kernel(i, o):
@@ -472,10 +403,10 @@ class Split(Op):
         t = tensor_of(sig, 0, self.levels, "tensor")
         scalar_of(sig, 1, INT32, "axis")
         scalar_of(sig, 2, INT32, "num_splits")
-        rank_in(sig, "input", 0, 1)
+        sig.rank_between("input", 0, 1)
         r = sig.ins[0].rank
         for k in range(len(sig.outs)):
-            output_like(sig, k, sig.ins[0])
+            sig.like("output", k, sig.ins[0])
             o = sig.outs[k].rank
             if r is not None and o is not None and o != r:
                 sig.fail(f"output {k} has rank {o}, expected {r} (the rank of input 0)")
@@ -540,15 +471,13 @@ class Pack(Op):
         t = tensor_of(sig, 1, self.levels, "tensor 1")
         first = sig.ins[1]
         for k in range(1, n):
-            present(sig, k, f"tensor {k}")
+            sig.present(k, f"tensor {k}")
             x = sig.ins[k]
             if x.type != t:
                 sig.fail(f"input {k} has type {tname(x.type)}, expected {tname(t)} "
                          f"(all input tensors must have the type of input 1)")
-            if t in QUANT8 and (x.scale != first.scale or x.zp != first.zp):
-                sig.fail(f"input {k} must have the scale and zeroPoint of input 1 ({first.scale}, {first.zp}), "
-                         f"got ({x.scale}, {x.zp})")
-            rank_in(sig, "input", k, 1)
+            sig.same_quant("input", k, first, "input 1")
+            sig.rank_between("input", k, 1)
             if x.rank is not None and first.rank is not None and x.rank != first.rank:
                 sig.fail(f"input {k} has rank {x.rank} but input 1 has rank {first.rank}")
             if x.dims is not None and first.dims is not None:
@@ -556,7 +485,7 @@ class Pack(Op):
                     if a and b and a != b:
                         sig.fail(f"input {k} dimension {j} is {a} but input 1 has {b} "
                                  f"(all input tensors must have the same shape)")
-        output_like(sig, 0, first, "input 1")
+        sig.like("output", 0, first, ref="input 1")
         r = first.rank
         orank = sig.outs[0].rank
         if r is not None and orank is not None and orank != r + 1:
@@ -601,8 +530,8 @@ class Tile(Op):
         sig.count(2, 1)
         t = tensor_of(sig, 0, self.levels, "tensor")
         mult = int_tensor(sig, 1, "multiples")
-        rank_in(sig, "input", 0, 1)
-        output_like(sig, 0, sig.ins[0])
+        sig.rank_between("input", 0, 1)
+        sig.like("output", 0, sig.ins[0])
         r = sig.ins[0].rank
         orank = sig.outs[0].rank
         if r is not None and orank is not None and orank != r:
@@ -662,8 +591,8 @@ class Reverse(Op):
         ax = int_tensor(sig, 1, "axis")
         if ax.dims is not None and ax.dims[0] and ax.dims[0] != 1:
             sig.fail(f"input 1 (axis) must have shape [1], got {list(ax.dims)}")
-        rank_in(sig, "input", 0, 1, 8)
-        output_like(sig, 0, sig.ins[0])
+        sig.rank_between("input", 0, 1, 8)
+        sig.like("output", 0, sig.ins[0])
         r = sig.ins[0].rank
         orank = sig.outs[0].rank
         if r is not None and orank is not None and orank != r:
@@ -705,10 +634,9 @@ class Fill(Op):
         sig.count(2, 1)
         int_tensor(sig, 0, "dims")
         out = sig.outs[0]
-        if out.type not in self.value_types:
-            sig.fail(f"output 0 has type {tname(out.type)}, expected {_names(self.value_types)}")
+        sig.types("output", 0, self.value_types)
         scalar_of(sig, 1, self.value_types[out.type], "value")
-        rank_in(sig, "output", 0, 1)
+        sig.rank_between("output", 0, 1)
         n = known_len(sig.ins[0])
         if n is not None and out.rank is not None and out.rank != n:
             sig.fail(f"output 0 has rank {out.rank} but input 0 (dims) has {n} elements")
@@ -741,7 +669,7 @@ class Rank(Op):
     def validate(self, sig):
         sig.count(1, 1)
         tensor_of(sig, 0, self.in_types, "tensor")
-        rank_in(sig, "input", 0, 1)
+        sig.rank_between("input", 0, 1)
         out = sig.outs[0]
         if out.type != INT32:
             sig.fail(f"output 0 has type {tname(out.type)}, expected INT32 (a scalar)")

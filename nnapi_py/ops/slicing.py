@@ -8,10 +8,9 @@ a time, so no output element is written twice.
 import numpy as np
 
 from .. import constants as C
-from .base import Op, register
+from .base import Op, register, tname
 from .shape import (F16, F32, I32, Q8, Q8S, QUANT8, INT32, LEVELS_FL2, LEVELS_FL3, LEVELS_FL3_INT,
-                    tname, tensor_of, scalar_of, int_tensor, output_like, rank_in, scalar_int,
-                    int_values, known_len, fail_value)
+                    tensor_of, scalar_of, int_tensor, scalar_int, int_values, known_len, fail_value)
 
 
 def _same_rank_output(sig, what="input 0"):
@@ -42,8 +41,8 @@ class Slice(Op):
         t = tensor_of(sig, 0, self.levels, "tensor")
         int_tensor(sig, 1, "begin")
         int_tensor(sig, 2, "size")
-        rank_in(sig, "input", 0, 1)
-        output_like(sig, 0, sig.ins[0])
+        sig.rank_between("input", 0, 1)
+        sig.like("output", 0, sig.ins[0])
         _same_rank_output(sig)
         _vector_len(sig, 1, "begin")
         _vector_len(sig, 2, "size")
@@ -114,8 +113,8 @@ class StridedSlice(Op):
             _vector_len(sig, k, what)
         for k, what in ((4, "begin_mask"), (5, "end_mask"), (6, "shrink_axis_mask")):
             scalar_of(sig, k, INT32, what)
-        rank_in(sig, "input", 0, 1, 4)
-        output_like(sig, 0, sig.ins[0])
+        sig.rank_between("input", 0, 1, 4)
+        sig.like("output", 0, sig.ins[0])
         strides = int_values(sig.ins[3])
         if strides is not None and 0 in strides:
             sig.fail(f"input 3 (strides) {strides} has a zero entry (strides must be non-zero)")
@@ -256,8 +255,8 @@ class Pad(Op):
         sig.count(2, 1)
         t = tensor_of(sig, 0, self.levels, "tensor")
         _paddings_tensor(sig)
-        rank_in(sig, "input", 0, 1, 4)
-        output_like(sig, 0, sig.ins[0])
+        sig.rank_between("input", 0, 1, 4)
+        sig.like("output", 0, sig.ins[0])
         _same_rank_output(sig)
         level = self.levels[t]
         if t == Q8 and sig.ins[0].zp != 0:
@@ -288,8 +287,8 @@ class PadV2(Op):
         t = tensor_of(sig, 0, self.levels, "tensor")
         _paddings_tensor(sig)
         scalar_of(sig, 2, self.value_types[t], "pad value")
-        rank_in(sig, "input", 0, 1, 4)
-        output_like(sig, 0, sig.ins[0])
+        sig.rank_between("input", 0, 1, 4)
+        sig.like("output", 0, sig.ins[0])
         _same_rank_output(sig)
         if t in QUANT8:
             v = scalar_int(sig.ins[2])
@@ -337,8 +336,8 @@ class MirrorPad(Op):
         tensor_of(sig, 0, self.levels, "tensor")
         _paddings_tensor(sig)
         scalar_of(sig, 2, INT32, "mode")
-        rank_in(sig, "input", 0, 1)
-        output_like(sig, 0, sig.ins[0])
+        sig.rank_between("input", 0, 1)
+        sig.like("output", 0, sig.ins[0])
         _same_rank_output(sig)
         mode = scalar_int(sig.ins[2])
         if mode is not None and mode not in (0, 1):

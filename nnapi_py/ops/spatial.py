@@ -12,32 +12,21 @@ import numpy as np
 
 from .. import constants as C
 from .base import Op, register, value_error
+from .base import scalar as scalar_of       # the name used here and in pool.py, resize.py, detection.py
 
 F16, F32, I32 = C.TENSOR_FLOAT16, C.TENSOR_FLOAT32, C.TENSOR_INT32
 Q8, Q8S = C.TENSOR_QUANT8_ASYMM, C.TENSOR_QUANT8_ASYMM_SIGNED
-TNAME = C.TYPE_NAMES
 
 
 # ---- helpers shared by pool.py / resize.py / spatial.py ------------------------------------
-def scalar_of(info):
-    """Python value of a scalar Info (constant or run-time), None when not known/omitted."""
-    v = info.value
-    if v is None:
-        return None
-    return np.asarray(v).reshape(-1)[0].item()
-
-
 def check_scalar_type(sig, idx, t, what):
-    if sig.ins[idx].type != t:
-        sig.fail(f"input {idx} ({what}) has type {TNAME.get(sig.ins[idx].type, sig.ins[idx].type)}, "
-                 f"expected {TNAME[t]}")
+    """Input idx (role what) has scalar type t."""
+    sig.types("input", idx, (t,), what)
 
 
 def check_rank4(sig, where, idx):
-    ops = sig.ins if where == "input" else sig.outs
-    r = ops[idx].rank
-    if r is not None and r != 0 and r != 4:
-        sig.fail(f"{where} {idx} must be a 4-D tensor, got rank {r}")
+    """A 4-D tensor (when its rank is known)."""
+    sig.rank_between(where, idx, 4, 4)
 
 
 def check_layout(sig, idx, level):
@@ -76,6 +65,25 @@ def store_reshaped(out, shape, src):
         out.reshape(shape)[...] = src
     else:
         out[...] = np.ascontiguousarray(src).reshape(out.shape)
+
+
+def nhwc_kernel(core, nchw):
+    """Kernel running core(x, y) on NHWC arrays: an NCHW input and output are passed as
+    transposed views (no copy)."""
+    def kernel(i, o):
+        x, y = i[0], o[0]
+        if nchw:
+            x, y = x.transpose(0, 2, 3, 1), y.transpose(0, 2, 3, 1)
+        core(x, y)
+    return kernel
+
+
+def transpose_kernel(src_shape, perm, dst_shape):
+    """Kernel: the input reshaped to src_shape, transposed by perm, stored into the output
+    reshaped to dst_shape (store_reshaped)."""
+    def kernel(i, o):
+        store_reshaped(o[0], dst_shape, i[0].reshape(src_shape).transpose(perm))
+    return kernel
 
 
 # ---- operations ---------------------------------------------------------------------------
@@ -139,10 +147,7 @@ class DepthToSpace(_BlockOp):
             n, h, w, c = d
             co = c // (bs * bs)
             src_shape, perm, dst_shape = (n, h, w, bs, bs, co), (0, 1, 3, 2, 4, 5), (n, h, bs, w, bs, co)
-
-        def kernel(i, o):
-            store_reshaped(o[0], dst_shape, i[0].reshape(src_shape).transpose(perm))
-        return kernel
+        return transpose_kernel(src_shape, perm, dst_shape)
 
 
 @register
@@ -173,17 +178,13 @@ class SpaceToDepth(_BlockOp):
             n, h, w, c = d
             oh, ow = h // bs, w // bs
             src_shape, perm, dst_shape = (n, oh, bs, ow, bs, c), (0, 1, 3, 2, 4, 5), (n, oh, ow, bs, bs, c)
-
-        def kernel(i, o):
-            store_reshaped(o[0], dst_shape, i[0].reshape(src_shape).transpose(perm))
-        return kernel
+        return transpose_kernel(src_shape, perm, dst_shape)
 
 
 def _check_int_tensor(sig, idx, what, shape):
     """TENSOR_INT32 input of the given shape (checked where known); returns its value or None."""
     inf = sig.ins[idx]
-    if inf.type != I32:
-        sig.fail(f"input {idx} ({what}) has type {TNAME.get(inf.type, inf.type)}, expected TENSOR_INT32")
+    sig.types("input", idx, (I32,), what)
     if inf.dims is not None and len(inf.dims) != 0:
         if len(inf.dims) != len(shape) or any(a and a != b for a, b in zip(inf.dims, shape)):
             sig.fail(f"input {idx} ({what}) must have shape {list(shape)}, got {list(inf.dims)}")
@@ -200,6 +201,21 @@ def _int_tensor(name, info, what, shape):
     return [int(x) for x in v.reshape(-1)]
 
 
+def _check_block_shape(sig):
+    """Input 1 (block_shape): a [2] TENSOR_INT32 of values >= 1 (where known)."""
+    block = _check_int_tensor(sig, 1, "block_shape", (2,))
+    if block is not None and np.size(block) and (np.asarray(block) < 1).any():
+        sig.fail(f"input 1 (block_shape) values must all be >= 1, got {np.asarray(block).tolist()}")
+
+
+def _block_shape(name, ins):
+    """(block height, block width) from input 1."""
+    bh, bw = _int_tensor(name, ins[1], "input 1 (block_shape)", (2,))
+    if bh < 1 or bw < 1:
+        raise value_error(f"{name}: input 1 (block_shape) values must all be >= 1, got {[bh, bw]}", False)
+    return bh, bw
+
+
 @register
 class BatchToSpaceND(_Layout4D):
     name = "BATCH_TO_SPACE_ND"
@@ -208,15 +224,11 @@ class BatchToSpaceND(_Layout4D):
 
     def validate(self, sig):
         level = self.validate_common(sig)
-        block = _check_int_tensor(sig, 1, "block_shape", (2,))
-        if block is not None and np.size(block) and (np.asarray(block) < 1).any():
-            sig.fail(f"input 1 (block_shape) values must all be >= 1, got {np.asarray(block).tolist()}")
+        _check_block_shape(sig)
         return level
 
     def params(self, ins):
-        bh, bw = _int_tensor(self.name, ins[1], "input 1 (block_shape)", (2,))
-        if bh < 1 or bw < 1:
-            raise value_error(f"{self.name}: input 1 (block_shape) values must all be >= 1, got {[bh, bw]}", False)
+        bh, bw = _block_shape(self.name, ins)
         return bh, bw, nchw_flag(ins, 2)
 
     def infer(self, ins):
@@ -241,10 +253,7 @@ class BatchToSpaceND(_Layout4D):
             nb, h, w, c = d
             n = nb // (bh * bw)
             src_shape, perm, dst_shape = (bh, bw, n, h, w, c), (2, 3, 0, 4, 1, 5), (n, h, bh, w, bw, c)
-
-        def kernel(i, o):
-            store_reshaped(o[0], dst_shape, i[0].reshape(src_shape).transpose(perm))
-        return kernel
+        return transpose_kernel(src_shape, perm, dst_shape)
 
 
 @register
@@ -257,18 +266,14 @@ class SpaceToBatchND(_Layout4D):
 
     def validate(self, sig):
         level = self.validate_common(sig)
-        block = _check_int_tensor(sig, 1, "block_shape", (2,))
-        if block is not None and np.size(block) and (np.asarray(block) < 1).any():
-            sig.fail(f"input 1 (block_shape) values must all be >= 1, got {np.asarray(block).tolist()}")
+        _check_block_shape(sig)
         pads = _check_int_tensor(sig, 2, "paddings", (2, 2))
         if pads is not None and np.size(pads) and (np.asarray(pads) < 0).any():
             sig.fail(f"input 2 (paddings) values must all be >= 0, got {np.asarray(pads).tolist()}")
         return level
 
     def params(self, ins):
-        bh, bw = _int_tensor(self.name, ins[1], "input 1 (block_shape)", (2,))
-        if bh < 1 or bw < 1:
-            raise value_error(f"{self.name}: input 1 (block_shape) values must all be >= 1, got {[bh, bw]}", False)
+        bh, bw = _block_shape(self.name, ins)
         pads = _int_tensor(self.name, ins[2], "input 2 (paddings)", (2, 2))
         if min(pads) < 0:
             raise value_error(f"{self.name}: input 2 (paddings) values must all be >= 0, got "
@@ -330,9 +335,8 @@ class ChannelShuffle(Op):
         sig.same_type("output", 0, t)
         check_scalar_type(sig, 1, C.INT32, "num_groups")
         check_scalar_type(sig, 2, C.INT32, "axis")
+        sig.rank_between("input", 0, 1, 4)
         r = sig.ins[0].rank
-        if r is not None and r != 0 and r > 4:
-            sig.fail(f"input 0 has rank {r}, expected at most 4")
         ro = sig.outs[0].rank
         if r and ro and ro != r:
             sig.fail(f"output 0 has rank {ro}, expected the rank of input 0 ({r})")
@@ -378,7 +382,4 @@ class ChannelShuffle(Op):
         src_shape = pre + (g, gs) + post
         dst_shape = pre + (gs, g) + post
         perm = tuple(range(axis)) + (axis + 1, axis) + tuple(range(axis + 2, len(d) + 1))
-
-        def kernel(i, o):
-            store_reshaped(o[0], dst_shape, i[0].reshape(src_shape).transpose(perm))
-        return kernel
+        return transpose_kernel(src_shape, perm, dst_shape)

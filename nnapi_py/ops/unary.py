@@ -10,8 +10,8 @@ import numpy as np
 
 from .. import constants as C
 from .base import Op, register, value_error
-from .elementwise import check_present, dequant_table, type_name, QUANT8
-from .quant import take
+from .elementwise import check_present, dequant_table, QUANT8
+from .quant import qrange, round_half_away, take
 
 F16, F32, I32 = C.TENSOR_FLOAT16, C.TENSOR_FLOAT32, C.TENSOR_INT32
 Q8, Q8S = C.TENSOR_QUANT8_ASYMM, C.TENSOR_QUANT8_ASYMM_SIGNED
@@ -27,9 +27,7 @@ class Unary(Op):
     def validate(self, sig):
         sig.count(1, 1)
         t = sig.types("input", 0, self.type_levels)
-        if sig.outs[0].type != t:
-            sig.fail(f"output 0 has type {type_name(sig.outs[0].type)}, expected {type_name(t)} "
-                     f"(same as input 0)")
+        sig.same_type("output", 0, t)
         check_present(sig)
         if self.max_rank is not None:
             sig.rank_between("input", 0, 1, self.max_rank)
@@ -148,8 +146,7 @@ def rsqrt_table(src, dst):
     with np.errstate(all="ignore"):
         r = np.float32(1.0) / np.sqrt(x)
         r = r / np.float32(dst.scale)
-    r = r.astype(np.float64)
-    r = np.copysign(np.floor(np.abs(r) + 0.5), r) + dst.zp
-    lo, hi = np.iinfo(C.DTYPES[dst.type]).min, np.iinfo(C.DTYPES[dst.type]).max
+        r = round_half_away(r.astype(np.float64)) + dst.zp      # inf stays inf, NaN NaN
+    lo, hi = qrange(dst.type)
     r = np.where(np.isnan(r), hi, r)          # x < 0: NaN, which the reference clamps to max
     return np.clip(r, lo, hi).astype(C.DTYPES[dst.type])
