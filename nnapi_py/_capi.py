@@ -399,29 +399,27 @@ def Execution_setOutput(h, index, tp, code, count, d0, d1, d2, d3, dims, scale, 
     return 0
 
 
-def Execution_setInput_untyped(h, index, buf, length):
+def _set_plain(h, is_input, index, buf, length):
     ex = _H.get(h)
-    # fast path: plain buffer of exactly the compiled size (the general rules in set_io)
+    # fast path: plain buffer of exactly the compiled size (the general rules are in set_io)
     if ex.__class__ is Execution and ex.state == 0 and buf and not ex.padding:
-        ins = ex.ins
-        if 0 <= index < len(ins) and ins[index] is None and ex.plan.in_bytes[index] == length:
-            ins[index] = (buf, length, ex.plan.in_dims[index], None, 0, False)
+        plan = ex.plan
+        lst, sizes, dims = (ex.ins, plan.in_bytes, plan.in_dims) if is_input else \
+            (ex.outs, plan.out_bytes, plan.out_dims)
+        if 0 <= index < len(lst) and lst[index] is None and sizes[index] == length:
+            lst[index] = (buf, length, dims[index], None, 0, False)
             ex.any_set = True
             return 0
-    _exec(h).set_io(True, index, None, buf, length)
+    _exec(h).set_io(is_input, index, None, buf, length)
     return 0
+
+
+def Execution_setInput_untyped(h, index, buf, length):
+    return _set_plain(h, True, index, buf, length)
 
 
 def Execution_setOutput_untyped(h, index, buf, length):
-    ex = _H.get(h)
-    if ex.__class__ is Execution and ex.state == 0 and buf and not ex.padding:
-        outs = ex.outs
-        if 0 <= index < len(outs) and outs[index] is None and ex.plan.out_bytes[index] == length:
-            outs[index] = (buf, length, ex.plan.out_dims[index], None, 0, False)
-            ex.any_set = True
-            return 0
-    _exec(h).set_io(False, index, None, buf, length)
-    return 0
+    return _set_plain(h, False, index, buf, length)
 
 
 def Execution_setInputFromMemory_untyped(h, index, mem, offset, length):

@@ -69,7 +69,6 @@ class _Resize(Op):
 
     # ---- shapes ----------------------------------------------------------------------------
     def params(self, ins):
-        n = len(ins)
         nchw = nchw_flag(ins, 3)
         align = nchw_flag(ins, 4)
         half = nchw_flag(ins, 5)

@@ -587,7 +587,7 @@ class Reverse(Op):
 
     def validate(self, sig):
         sig.count(2, 1)
-        t = tensor_of(sig, 0, self.levels, "tensor")
+        tensor_of(sig, 0, self.levels, "tensor")
         ax = int_tensor(sig, 1, "axis")
         if ax.dims is not None and ax.dims[0] and ax.dims[0] != 1:
             sig.fail(f"input 1 (axis) must have shape [1], got {list(ax.dims)}")
