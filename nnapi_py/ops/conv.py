@@ -223,6 +223,18 @@ class ConvBase(Op):
                               f"{h}x{w} input with paddings {list(pads)} (output would be {oh}x{ow})", False)
         return oh, ow
 
+    def infer(self, ins):
+        """Output shape of CONV_2D, GROUPED_CONV_2D and DEPTHWISE_CONV_2D; filter_geometry()
+        checks the filter against the input depth and gives (out channels, kh, kw)."""
+        L = self.layout_of(_SigLike(self, ins))
+        self.check_zero_sized(ins)
+        nchw, (n, h, w, c), pads, strides, dil, fuse = self.params(ins, L)
+        o, kh, kw = self.filter_geometry(ins, L, c)
+        if int(ins[2].dims[0]) != o:
+            raise value_error(f"{self.name}: bias has {ins[2].dims[0]} elements, expected {o}", False)
+        oh, ow = self.out_hw(h, w, kh, kw, pads, strides, dil)
+        return [_layout_dims(n, oh, ow, o, nchw)]
+
     def check_zero_sized(self, ins):
         if not self.allow_zero_sized and any(d == 0 for d in ins[0].dims):
             raise value_error(f"{self.name}: zero-sized input {list(ins[0].dims)} is not supported", False)
@@ -536,16 +548,11 @@ class Conv2D(ConvBase):
             return (f"input 1 (filter) depth {wd[3]} does not match the input depth {cin}")
         return None
 
-    def infer(self, ins):
-        L = self.layout_of(_SigLike(self, ins))
-        nchw, (n, h, w, c), pads, strides, dil, fuse = self.params(ins, L)
+    def filter_geometry(self, ins, L, c):
         o, kh, kw, ci = (int(d) for d in ins[1].dims)
         if ci != c:
             raise value_error(f"{self.name}: filter depth {ci} does not match the input depth {c}", False)
-        if int(ins[2].dims[0]) != o:
-            raise value_error(f"{self.name}: bias has {ins[2].dims[0]} elements, expected {o}", False)
-        oh, ow = self.out_hw(h, w, kh, kw, pads, strides, dil)
-        return [_layout_dims(n, oh, ow, o, nchw)]
+        return o, kh, kw
 
     def build(self, ins, outs):
         L = self.layout_of(_SigLike(self, ins))
@@ -603,16 +610,10 @@ class GroupedConv2D(ConvBase):
                               f"({g} × {wd[3]})", False)
         return g
 
-    def infer(self, ins):
-        L = self.layout_of(_SigLike(self, ins))
-        self.check_zero_sized(ins)
-        nchw, (n, h, w, c), pads, strides, dil, fuse = self.params(ins, L)
-        o, kh, kw, cg = (int(d) for d in ins[1].dims)
+    def filter_geometry(self, ins, L, c):
+        o, kh, kw, _ = (int(d) for d in ins[1].dims)
         self._groups(ins, L, c, ins[1].dims)
-        if int(ins[2].dims[0]) != o:
-            raise value_error(f"{self.name}: bias has {ins[2].dims[0]} elements, expected {o}", False)
-        oh, ow = self.out_hw(h, w, kh, kw, pads, strides, dil)
-        return [_layout_dims(n, oh, ow, o, nchw)]
+        return o, kh, kw
 
     def build(self, ins, outs):
         L = self.layout_of(_SigLike(self, ins))
@@ -676,16 +677,10 @@ class DepthwiseConv2D(ConvBase):
                               f"multiplier ({c} × {m})", False)
         return m
 
-    def infer(self, ins):
-        L = self.layout_of(_SigLike(self, ins))
-        self.check_zero_sized(ins)
-        nchw, (n, h, w, c), pads, strides, dil, fuse = self.params(ins, L)
+    def filter_geometry(self, ins, L, c):
         _, kh, kw, o = (int(d) for d in ins[1].dims)
         self._mult(ins, L, c, ins[1].dims)
-        if int(ins[2].dims[0]) != o:
-            raise value_error(f"{self.name}: bias has {ins[2].dims[0]} elements, expected {o}", False)
-        oh, ow = self.out_hw(h, w, kh, kw, pads, strides, dil)
-        return [_layout_dims(n, oh, ow, o, nchw)]
+        return o, kh, kw
 
     def build(self, ins, outs):
         L = self.layout_of(_SigLike(self, ins))
