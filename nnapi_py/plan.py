@@ -5,8 +5,8 @@ import numpy as np
 
 from . import constants as C
 from .errors import NNError, op_failed
-from .model import INPUT, OUTPUT, CONST, CONST_REF, NO_VALUE, SUBGRAPH
-from .ops.base import Info
+from .model import INPUT, OUTPUT, CONST, CONST_REF, NO_VALUE, SUBGRAPH, Model
+from .ops.base import Info, Runtime
 from .event import halted, park, enter_run, leave_run
 from .operand import dims_text
 
@@ -266,3 +266,8 @@ class Plan:
         if a is None:
             return Info(inf.type, inf.dims, inf.scale, inf.zp, inf.channel, None, True, inf.index)
         return Info(inf.type, tuple(np.shape(a)), inf.scale, inf.zp, inf.channel, a, False, inf.index)
+
+
+# IF / WHILE build the plans of the models they reference through these (ops never import us)
+Runtime.make_plan = Plan
+Runtime.model_type = Model

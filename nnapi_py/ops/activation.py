@@ -23,10 +23,10 @@ Numerics (what the kernels do and why):
 import numpy as np
 
 from .. import constants as C
-from .base import Op, register, resolve_axis, scalar, tname, value_error
+from .base import Op, register, value_error
 from . import quant as Q
 from .quant import quantize_value
-from .elementwise import broadcast_shape
+from .common import broadcast_shape, scalar_for, check_scalar, same_shape_signature, check_axis_input, check_same_shape, optional_axis, optional_axis_level, float_kernel  # noqa: F401
 
 F16, F32 = C.TENSOR_FLOAT16, C.TENSOR_FLOAT32
 Q8, Q8S = C.TENSOR_QUANT8_ASYMM, C.TENSOR_QUANT8_ASYMM_SIGNED
@@ -35,90 +35,6 @@ QUANT8 = (Q8, Q8S)
 
 
 # ---- helpers shared by activation.py / normalization.py ------------------------------------
-def scalar_for(tensor_type):
-    """Scalar operand type that goes with a float tensor (FLOAT16 for TENSOR_FLOAT16)."""
-    return C.FLOAT16 if tensor_type == F16 else C.FLOAT32
-
-
-def check_scalar(sig, idx, what, expected, for_type):
-    """Required scalar parameter of type `expected` (the one that goes with for_type)."""
-    t = sig.ins[idx].type
-    if t != expected:
-        sig.fail(f"input {idx} ({what}) has type {tname(t)}, expected {tname(expected)} "
-                 f"for a {tname(for_type)} input 0")
-    sig.present(idx, what)
-
-
-def same_shape_signature(sig, n_in, levels):
-    """n_in inputs (int or allowed counts), one output of input 0's type and shape; input 0's
-    type in `levels`, which is returned."""
-    sig.count(n_in, 1)
-    t = sig.types("input", 0, levels)
-    sig.same_type("output", 0, t)
-    check_same_shape(sig)
-    return t
-
-
-def check_axis_input(sig, idx, rank_idx=0):
-    """An INT32 axis scalar: type, and range [-n, n) when both value and rank are known."""
-    sig.types("input", idx, (C.INT32,), "axis")
-    a = sig.scalar_value(idx)
-    r = sig.ins[rank_idx].rank
-    if a is not None and r:
-        if not -r <= a < r:
-            sig.fail(f"input {idx} (axis) is {a}, must be in [-{r}, {r}) for input {rank_idx} of rank {r}")
-
-
-def check_same_shape(sig, out_idx=0):
-    """Output declared with a rank / specified dimensions that contradict input 0's shape."""
-    a, b = sig.ins[0].dims, sig.outs[out_idx].dims
-    if a is None or b is None:
-        return
-    if len(a) != len(b):
-        sig.fail(f"output {out_idx} has rank {len(b)}, expected {len(a)} (the shape of input 0)")
-    for k, (x, y) in enumerate(zip(a, b)):
-        if x and y and x != y:
-            sig.fail(f"output {out_idx} dimension {k} is {y}, expected {x} (the shape of input 0)")
-
-
-def optional_axis(name, ins, idx):
-    """The axis given by optional input idx (absent or omitted: -1), resolved for input 0."""
-    return resolve_axis(name, int(scalar(ins[idx] if len(ins) > idx else None, -1)), len(ins[0].dims))
-
-
-def optional_axis_level(sig, n_with_axis, axis_idx, level, default_ranks):
-    """Level of an optional trailing axis input: present -> FL3 (its value checked); absent
-    with an input rank outside default_ranks (those the operation had before FL3) -> FL3."""
-    if len(sig.ins) == n_with_axis:
-        if not sig.ins[axis_idx].omitted:
-            check_axis_input(sig, axis_idx)
-        return max(level, 3)
-    if sig.ins[0].rank not in (None,) + tuple(default_ranks):
-        return max(level, 3)
-    return level
-
-
-def float_kernel(fn, out_dtype):
-    """Kernel for a float op given as fn(x, out): x float32 (a float16 input is converted),
-    out a float32 array to fill.  float32 outputs are filled in place; float16 outputs get a
-    float32 scratch and are rounded once.  Floating-point warnings are silenced (inf/NaN are
-    legitimate values)."""
-    if out_dtype == np.float32:
-        def k(i, o):
-            x = i[0]
-            if x.dtype != np.float32:
-                x = x.astype(np.float32)
-            with np.errstate(all="ignore"):
-                fn(x, o[0])
-    else:
-        def k(i, o):
-            tmp = np.empty(o[0].shape, np.float32)
-            with np.errstate(all="ignore"):
-                fn(i[0].astype(np.float32), tmp)
-                o[0][...] = tmp
-    return k
-
-
 def lut_kernel(table):
     """Element-wise 8-bit kernel from a 256-entry table indexed by the input's bit pattern."""
     def k(i, o):

@@ -216,6 +216,15 @@ class Op:
         raise NotImplementedError
 
 
+class Runtime:
+    """What the runtime layer lends to operations that run whole models (IF, WHILE).
+
+    plan.py fills these in when it is imported, so an operation never imports the runtime
+    (layers import downward only)."""
+    make_plan = None        # model -> compiled Plan
+    model_type = None       # the Model class (a MODEL operand holds one)
+
+
 def register(cls):
     """Class decorator: instantiate and register; the code comes from the name."""
     op = cls()

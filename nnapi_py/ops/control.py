@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import constants as C
 from ..errors import NNError
-from .base import Op, register, tname
+from .base import Op, Runtime, register, tname
 
 # the loop timeout of the computation running on this thread (set by Execution.run)
 loop = threading.local()
@@ -47,10 +47,9 @@ def _signature_check(sig, what, model, values, outs=None):
 
 def _subplan(node, model):
     """The compiled plan of a referenced model, built once per node."""
-    from ..plan import Plan
     p = node.cache.get(id(model))
     if p is None or p[0] is not model:
-        p = (model, Plan(model))
+        p = (model, Runtime.make_plan(model))
         node.cache[id(model)] = p
     return p[1]
 
@@ -159,7 +158,6 @@ class While(_Control):
 
 
 def node_model(v):
-    from ..model import Model
-    if isinstance(v, Model):
+    if Runtime.model_type is not None and isinstance(v, Runtime.model_type):
         return v
     raise NNError(C.OP_FAILED, "a MODEL operand does not hold a model")

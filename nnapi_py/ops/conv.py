@@ -28,7 +28,7 @@ from .base import Op, register, tname, value_error
 from . import quant as Q
 from .padding import implicit_padding, out_size, window_view
 from .quant import OutputStage, centered_max, exact_dtype, scale_product
-from .dense import F16, F32, I32, Q8, Q8S, QPC, FLOATS, Derived, check_bias_quant
+from .common import F16, F32, I32, Q8, Q8S, QPC, FLOATS, Derived, check_bias_quant
 
 BOOL, INT32 = C.BOOL, C.INT32
 _BLOCK_BYTES = 1 << 20          # working-set target of one block of output rows

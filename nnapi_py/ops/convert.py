@@ -19,7 +19,7 @@ import numpy as np
 from .. import constants as C
 from .base import Op, register, tname, value_error
 from . import quant as Q
-from .activation import check_same_shape
+from .common import check_same_shape
 from .quant import round_half_away
 
 F16, F32, I32 = C.TENSOR_FLOAT16, C.TENSOR_FLOAT32, C.TENSOR_INT32

@@ -14,9 +14,10 @@ for quantized arithmetic; they are imported here (and stay importable from here)
 import numpy as np
 
 from .. import constants as C
-from .base import Op, register, tname, value_error
+from .base import Op, register, value_error
 from . import quant as Q
 from .quant import OutputStage, centered_max, exact_dtype, scale_product  # noqa: F401  (re-exported)
+from .common import check_bias_quant, Derived  # noqa: F401
 
 F16, F32, I32 = C.TENSOR_FLOAT16, C.TENSOR_FLOAT32, C.TENSOR_INT32
 Q8, Q8S = C.TENSOR_QUANT8_ASYMM, C.TENSOR_QUANT8_ASYMM_SIGNED
@@ -24,26 +25,6 @@ QPC = C.TENSOR_QUANT8_SYMM_PER_CHANNEL
 FLOATS = (F32, F16)
 
 # ---- validation helpers ------------------------------------------------------------------------
-def check_bias_quant(sig, bias_idx, inp, filt, what="filter"):
-    """Bias of a quantized layer: TENSOR_INT32, zeroPoint 0, scale in.scale * filter.scale
-    (0 for a per-channel filter)."""
-    b = sig.ins[bias_idx]
-    if b.type != I32:
-        sig.fail(f"input {bias_idx} (bias) has type {tname(b.type)}, expected TENSOR_INT32 "
-                 f"for a {tname(inp.type)} input")
-    if b.zp != 0:
-        sig.fail(f"input {bias_idx} (bias) must have zeroPoint 0, got {b.zp}")
-    if filt.type == QPC:
-        if b.scale != 0.0:
-            sig.fail(f"input {bias_idx} (bias) must have scale 0 with a per-channel quantized {what} "
-                     f"(its scales are input scale × {what} scales), got {b.scale}")
-        return
-    want = scale_product(inp.scale, filt.scale)
-    if not abs(b.scale - want) <= 1e-6 * min(b.scale, want):
-        sig.fail(f"input {bias_idx} (bias) scale {b.scale} must equal input scale × {what} scale "
-                 f"({inp.scale} × {filt.scale} = {want})")
-
-
 def fuse_value(ins, idx):
     return int(ins[idx].value)
 
@@ -56,25 +37,6 @@ def num_elements(dims):
 
 
 # ---- constants prepared once ---------------------------------------------------------------------
-class Derived:
-    """fn(array) computed once from a constant operand, per call from a non-constant one.
-
-    At build time ``Info.value`` is set for constants; in the dynamic path the runtime also
-    passes the current input arrays as values, so the result is only reused when the kernel
-    receives the very same array object again (constants are the same object every run)."""
-    __slots__ = ("src", "val", "fn")
-
-    def __init__(self, value, fn):
-        self.fn = fn
-        self.src = value
-        self.val = None if value is None else fn(value)
-
-    def get(self, a):
-        if a is self.src and self.val is not None:
-            return self.val
-        return self.fn(a)
-
-
 # ---- quantized GEMM -----------------------------------------------------------------------------
 class QuantGemm:
     """acc[b, n] = sum_k (x[b, k] - zx) * (w[n, k] - zw), exact, via BLAS.

@@ -41,8 +41,7 @@ import numpy as np
 from .. import constants as C
 from .base import Op, register, value_error
 from . import quant as Q
-from .elementwise import check_present
-from .spatial import check_rank4, check_scalar_type, nchw_flag, reject_zero_sized, scalar_of
+from .common import check_present, check_rank4, check_scalar_type, nchw_flag, reject_zero_sized, scalar_of
 
 F16, F32, I32 = C.TENSOR_FLOAT16, C.TENSOR_FLOAT32, C.TENSOR_INT32
 Q8, Q8S, Q16A = C.TENSOR_QUANT8_ASYMM, C.TENSOR_QUANT8_ASYMM_SIGNED, C.TENSOR_QUANT16_ASYMM

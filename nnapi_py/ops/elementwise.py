@@ -21,6 +21,7 @@ import numpy as np
 from .. import constants as C
 from .base import Op, register, value_error
 from . import quant as Q
+from .common import broadcast_shape, check_present, dequant_table  # noqa: F401
 
 F16, F32, I32 = C.TENSOR_FLOAT16, C.TENSOR_FLOAT32, C.TENSOR_INT32
 Q8, Q8S = C.TENSOR_QUANT8_ASYMM, C.TENSOR_QUANT8_ASYMM_SIGNED
@@ -32,25 +33,6 @@ FLOATS = (F16, F32)
 # ---------------------------------------------------------------------------------------
 # helpers shared by the operations of this module (and unary.py)
 # ---------------------------------------------------------------------------------------
-def broadcast_shape(name, a, b, at_runtime=False):
-    """NNAPI broadcasting: trailing dims; equal or 1; 0 only with 0 or 1 (gives 0)."""
-    try:
-        return tuple(np.broadcast_shapes(tuple(a), tuple(b)))
-    except ValueError:
-        raise value_error(f"{name}: input shapes {list(a)} and {list(b)} are not broadcast-compatible "
-                          f"(trailing dimensions must be equal or 1)", at_runtime) from None
-
-
-def check_present(sig, n=None):
-    """Every input of these operations is required: none may be omitted (NO_VALUE)."""
-    sig.all_present(n=n)
-
-
-def dequant_table(inf):
-    """float32 real value of every byte of an 8-bit operand (quant.dequant_table of an Info)."""
-    return Q.dequant_table(inf.type, inf.scale, inf.zp)
-
-
 def requant_table(src, dst):
     """Byte of src -> value of dst's type (quant.requant_table of two Infos)."""
     return Q.requant_table(src.type, src.scale, src.zp, dst.type, dst.scale, dst.zp)

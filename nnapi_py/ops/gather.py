@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import constants as C
 from .base import Op, register, resolve_axis, value_error
-from .reduce import require_present
+from .common import require_present
 
 F16, F32, I32 = C.TENSOR_FLOAT16, C.TENSOR_FLOAT32, C.TENSOR_INT32
 Q8, Q8S = C.TENSOR_QUANT8_ASYMM, C.TENSOR_QUANT8_ASYMM_SIGNED

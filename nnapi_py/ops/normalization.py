@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import constants as C
 from .base import Op, register, value_error
-from .activation import (F16, F32, Q8, Q8S, FLOATS, QUANT8, check_scalar, float_kernel, optional_axis,
+from .common import (F16, F32, Q8, Q8S, FLOATS, QUANT8, check_scalar, float_kernel, optional_axis,
                          optional_axis_level, same_shape_signature, scalar_for)
 from .quant import requantize_into
 

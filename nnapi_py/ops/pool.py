@@ -23,7 +23,7 @@ from .. import constants as C
 from .base import Op, register, value_error
 from .padding import implicit_padding, out_size
 from . import quant as Q
-from .spatial import (check_layout, check_rank4, check_scalar_type, nchw_flag, nhwc_kernel, scalar_of,
+from .common import (check_layout, check_rank4, check_scalar_type, nchw_flag, nhwc_kernel, scalar_of,
                       zero_sized_const_level)
 
 F16, F32 = C.TENSOR_FLOAT16, C.TENSOR_FLOAT32

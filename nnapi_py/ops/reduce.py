@@ -20,6 +20,7 @@ import numpy as np
 
 from .. import constants as C
 from .base import Op, register, resolve_axis, value_error
+from .common import require_present  # noqa: F401
 
 F16, F32, I32 = C.TENSOR_FLOAT16, C.TENSOR_FLOAT32, C.TENSOR_INT32
 Q8, Q8S, B8 = C.TENSOR_QUANT8_ASYMM, C.TENSOR_QUANT8_ASYMM_SIGNED, C.TENSOR_BOOL8
@@ -28,13 +29,6 @@ FLOATS = (F16, F32)
 
 
 # ---- helpers shared by the operations of this family (and gather.py) ------------------------
-def require_present(name, ins, what):
-    """The same at execution: an input given as NULL (omitted) is an error."""
-    for k, inf in enumerate(ins):
-        if inf.omitted:
-            raise value_error(f"{name}: input {k} ({what[k]}) was omitted; it is not optional", at_runtime=True)
-
-
 def quiet(kernel):
     """Run a float kernel with numpy's floating-point warnings off (inf/NaN are results)."""
     def k(i, o):

@@ -16,7 +16,7 @@ import numpy as np
 from .. import constants as C
 from .base import Op, register, tname, value_error
 from . import quant as Q
-from .spatial import check_rank4, check_scalar_type, scalar_of, nchw_flag, nhwc_kernel, zero_sized_const_level
+from .common import check_rank4, check_scalar_type, scalar_of, nchw_flag, nhwc_kernel, zero_sized_const_level
 
 F16, F32 = C.TENSOR_FLOAT16, C.TENSOR_FLOAT32
 Q8, Q8S = C.TENSOR_QUANT8_ASYMM, C.TENSOR_QUANT8_ASYMM_SIGNED

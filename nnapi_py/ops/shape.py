@@ -15,70 +15,14 @@ checked in ``validate`` when the constant is known (at Model_finish).
 import numpy as np
 
 from .. import constants as C
-from .base import Op, register, scalar, tname, value_error
+from .base import Op, register, tname
 from .quant import affine_requant_table
+from .common import tensor_of, require_scalar, int_tensor, scalar_int, int_values, known_len, fail_value  # noqa: F401
 
-F16, F32, I32 = C.TENSOR_FLOAT16, C.TENSOR_FLOAT32, C.TENSOR_INT32
-Q8, Q8S = C.TENSOR_QUANT8_ASYMM, C.TENSOR_QUANT8_ASYMM_SIGNED
-QUANT8 = (Q8, Q8S)
-INT32 = C.INT32
-
-# type -> feature level tables shared by several operations
-LEVELS_FL1 = {F32: 1, Q8: 1, F16: 3, Q8S: 4}                 # RESHAPE (+I32 at 6), CONCATENATION
-LEVELS_FL2 = {F32: 2, Q8: 2, F16: 3, Q8S: 4}                 # SQUEEZE, TRANSPOSE, STRIDED_SLICE, PAD
-LEVELS_FL3_INT = {F16: 3, F32: 3, I32: 3, Q8: 3, Q8S: 4}     # EXPAND_DIMS, SPLIT, TILE, SLICE
-LEVELS_FL3 = {F16: 3, F32: 3, Q8: 3, Q8S: 4}                 # PAD_V2
+from .common import F16, F32, I32, Q8, Q8S, QUANT8, INT32, LEVELS_FL1, LEVELS_FL2, LEVELS_FL3_INT, LEVELS_FL3  # noqa: E402,F401
 
 
 # ---- validation helpers --------------------------------------------------------------------
-def tensor_of(sig, idx, levels, what):
-    """Input idx must be present and have one of the types of `levels` (type -> feature level)."""
-    sig.present(idx, what)
-    return sig.types("input", idx, levels, what)
-
-
-def scalar_of(sig, idx, t, what):
-    """Input idx must be present and have the scalar type t."""
-    sig.present(idx, what)
-    sig.types("input", idx, (t,), what)
-
-
-def int_tensor(sig, idx, what, rank=1, optional=False):
-    """Input idx must be a TENSOR_INT32 of the given rank (when the rank is known)."""
-    if not optional:
-        sig.present(idx, what)
-    inf = sig.ins[idx]
-    sig.types("input", idx, (I32,), what)
-    if inf.rank is not None and inf.rank != rank:
-        sig.fail(f"input {idx} ({what}) must be a {rank}-D tensor, got rank {inf.rank}")
-    return inf
-
-
-def scalar_int(inf):
-    """Python int of a known INT32 scalar operand, else None."""
-    v = scalar(inf)
-    return None if v is None else int(v)
-
-
-def int_values(inf):
-    """List of Python ints of a known TENSOR_INT32 operand, else None."""
-    if inf.value is None or inf.omitted:
-        return None
-    return [int(x) for x in np.asarray(inf.value).reshape(-1)]
-
-
-def known_len(inf):
-    """Length of a 1-D operand when known (dims known), else None."""
-    if inf.dims is None or len(inf.dims) != 1 or not inf.dims[0]:
-        return None
-    return inf.dims[0]
-
-
-def fail_value(op, msg):
-    """Value-dependent error raised from infer()."""
-    return value_error(f"{op}: {msg}", at_runtime=False)
-
-
 def axis_slice(axis, sl):
     """Index tuple selecting `sl` along `axis` and everything along the other axes."""
     return (slice(None),) * axis + (sl,)
@@ -205,7 +149,7 @@ class ExpandDims(_Reshaping):
     def validate(self, sig):
         sig.count(2, 1)
         t = tensor_of(sig, 0, self.levels, "tensor")
-        scalar_of(sig, 1, INT32, "axis")
+        require_scalar(sig, 1, INT32, "axis")
         sig.rank_between("input", 0, 1)
         sig.like("output", 0, sig.ins[0])
         r = sig.ins[0].rank
@@ -298,7 +242,7 @@ class Concatenation(Op):
             if sig.ins[k].type != t:
                 sig.fail(f"input {k} has type {tname(sig.ins[k].type)}, expected {tname(t)} "
                          f"(all input tensors must have the type of input 0)")
-        scalar_of(sig, n - 1, INT32, "axis")
+        require_scalar(sig, n - 1, INT32, "axis")
         out = sig.outs[0]
         sig.same_type("output", 0, t)
         rank = None
@@ -401,8 +345,8 @@ class Split(Op):
         if len(sig.outs) < 1:
             sig.fail("expected at least 1 output (one per split)")
         t = tensor_of(sig, 0, self.levels, "tensor")
-        scalar_of(sig, 1, INT32, "axis")
-        scalar_of(sig, 2, INT32, "num_splits")
+        require_scalar(sig, 1, INT32, "axis")
+        require_scalar(sig, 2, INT32, "num_splits")
         sig.rank_between("input", 0, 1)
         r = sig.ins[0].rank
         for k in range(len(sig.outs)):
@@ -467,7 +411,7 @@ class Pack(Op):
             sig.fail(f"expected at least 2 inputs (the axis, then one or more tensors), got {n}")
         if len(sig.outs) != 1:
             sig.fail(f"expected 1 output, got {len(sig.outs)}")
-        scalar_of(sig, 0, INT32, "axis")
+        require_scalar(sig, 0, INT32, "axis")
         t = tensor_of(sig, 1, self.levels, "tensor 1")
         first = sig.ins[1]
         for k in range(1, n):
@@ -635,7 +579,7 @@ class Fill(Op):
         int_tensor(sig, 0, "dims")
         out = sig.outs[0]
         sig.types("output", 0, self.value_types)
-        scalar_of(sig, 1, self.value_types[out.type], "value")
+        require_scalar(sig, 1, self.value_types[out.type], "value")
         sig.rank_between("output", 0, 1)
         n = known_len(sig.ins[0])
         if n is not None and out.rank is not None and out.rank != n:

@@ -9,8 +9,8 @@ import numpy as np
 
 from .. import constants as C
 from .base import Op, register, tname
-from .shape import (F16, F32, I32, Q8, Q8S, QUANT8, INT32, LEVELS_FL2, LEVELS_FL3, LEVELS_FL3_INT,
-                    tensor_of, scalar_of, int_tensor, scalar_int, int_values, known_len, fail_value)
+from .common import (F16, F32, I32, Q8, Q8S, QUANT8, INT32, LEVELS_FL2, LEVELS_FL3, LEVELS_FL3_INT,
+                    tensor_of, require_scalar, int_tensor, scalar_int, int_values, known_len, fail_value)
 
 
 def _same_rank_output(sig, what="input 0"):
@@ -112,7 +112,7 @@ class StridedSlice(Op):
             int_tensor(sig, k, what)
             _vector_len(sig, k, what)
         for k, what in ((4, "begin_mask"), (5, "end_mask"), (6, "shrink_axis_mask")):
-            scalar_of(sig, k, INT32, what)
+            require_scalar(sig, k, INT32, what)
         sig.rank_between("input", 0, 1, 4)
         sig.like("output", 0, sig.ins[0])
         strides = int_values(sig.ins[3])
@@ -286,7 +286,7 @@ class PadV2(Op):
         sig.count(3, 1)
         t = tensor_of(sig, 0, self.levels, "tensor")
         _paddings_tensor(sig)
-        scalar_of(sig, 2, self.value_types[t], "pad value")
+        require_scalar(sig, 2, self.value_types[t], "pad value")
         sig.rank_between("input", 0, 1, 4)
         sig.like("output", 0, sig.ins[0])
         _same_rank_output(sig)
@@ -335,7 +335,7 @@ class MirrorPad(Op):
         sig.count(3, 1)
         tensor_of(sig, 0, self.levels, "tensor")
         _paddings_tensor(sig)
-        scalar_of(sig, 2, INT32, "mode")
+        require_scalar(sig, 2, INT32, "mode")
         sig.rank_between("input", 0, 1)
         sig.like("output", 0, sig.ins[0])
         _same_rank_output(sig)

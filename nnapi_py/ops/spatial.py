@@ -13,51 +13,13 @@ import numpy as np
 from .. import constants as C
 from .base import Op, register, value_error
 from .base import scalar as scalar_of       # the name used here and in pool.py, resize.py, detection.py
+from .common import check_scalar_type, check_rank4, check_layout, nchw_flag, zero_sized_const_level, reject_zero_sized, nhwc_kernel  # noqa: F401
 
 F16, F32, I32 = C.TENSOR_FLOAT16, C.TENSOR_FLOAT32, C.TENSOR_INT32
 Q8, Q8S = C.TENSOR_QUANT8_ASYMM, C.TENSOR_QUANT8_ASYMM_SIGNED
 
 
 # ---- helpers shared by pool.py / resize.py / spatial.py ------------------------------------
-def check_scalar_type(sig, idx, t, what):
-    """Input idx (role what) has scalar type t."""
-    sig.types("input", idx, (t,), what)
-
-
-def check_rank4(sig, where, idx):
-    """A 4-D tensor (when its rank is known)."""
-    sig.rank_between(where, idx, 4, 4)
-
-
-def check_layout(sig, idx, level):
-    """Optional/required trailing NCHW BOOL at input idx; returns the level it needs."""
-    check_scalar_type(sig, idx, C.BOOL, "NCHW layout flag")
-    return max(level, 3)
-
-
-def nchw_flag(ins, idx):
-    """Value of the NCHW flag at ins[idx] (False when absent or omitted)."""
-    if idx >= len(ins) or ins[idx].omitted:
-        return False
-    v = scalar_of(ins[idx])
-    return bool(v) if v is not None else False
-
-
-def zero_sized_const_level(sig, level):
-    """A constant zero-sized tensor operand needs FL3."""
-    for i in sig.ins:
-        if i.value is not None and i.dims and 0 in tuple(np.shape(i.value)) and i.type in C.TENSOR_TYPES:
-            return max(level, 3)
-    return level
-
-
-def reject_zero_sized(name, info, what="input 0"):
-    """Operations the reference does not allow zero-sized inputs for."""
-    if info.dims is not None and 0 in info.dims:
-        raise value_error(f"{name}: {what} has a zero-sized dimension {list(info.dims)}, "
-                          f"which this operation does not support", at_runtime=False)
-
-
 def store_reshaped(out, shape, src):
     """out.reshape(shape)[...] = src: one copy straight into the output buffer (a reshape of
     a C-contiguous array is a view); a non-contiguous output goes through a temporary."""
@@ -65,17 +27,6 @@ def store_reshaped(out, shape, src):
         out.reshape(shape)[...] = src
     else:
         out[...] = np.ascontiguousarray(src).reshape(out.shape)
-
-
-def nhwc_kernel(core, nchw):
-    """Kernel running core(x, y) on NHWC arrays: an NCHW input and output are passed as
-    transposed views (no copy)."""
-    def kernel(i, o):
-        x, y = i[0], o[0]
-        if nchw:
-            x, y = x.transpose(0, 2, 3, 1), y.transpose(0, 2, 3, 1)
-        core(x, y)
-    return kernel
 
 
 def transpose_kernel(src_shape, perm, dst_shape):

@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import constants as C
 from .base import Op, register, value_error
-from .elementwise import check_present, dequant_table, QUANT8
+from .common import check_present, dequant_table, QUANT8
 from .quant import qrange, round_half_away, take
 
 F16, F32, I32 = C.TENSOR_FLOAT16, C.TENSOR_FLOAT32, C.TENSOR_INT32

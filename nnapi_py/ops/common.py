@@ -1,0 +1,290 @@
+"""Shared checks and helpers of the operation modules.
+
+Operation modules import this module, ``base`` and ``quant`` -- never a sibling operation
+module: whatever two operation families share lives here (or in ``padding``, the shared
+window/padding geometry).
+"""
+import numpy as np
+
+from .. import constants as C
+from .base import resolve_axis, scalar, tname, value_error
+from .base import scalar as scalar_of       # a known scalar operand's value (None when unknown)
+from . import quant as Q
+from .quant import scale_product
+
+F16, F32, I32 = C.TENSOR_FLOAT16, C.TENSOR_FLOAT32, C.TENSOR_INT32
+Q8, Q8S = C.TENSOR_QUANT8_ASYMM, C.TENSOR_QUANT8_ASYMM_SIGNED
+QPC = C.TENSOR_QUANT8_SYMM_PER_CHANNEL
+FLOATS = (F32, F16)
+QUANT8 = (Q8, Q8S)
+INT32 = C.INT32
+# type -> feature level tables shared by the shape and slicing families
+LEVELS_FL1 = {F32: 1, Q8: 1, F16: 3, Q8S: 4}                 # RESHAPE (+I32 at 6), CONCATENATION
+LEVELS_FL2 = {F32: 2, Q8: 2, F16: 3, Q8S: 4}                 # SQUEEZE, TRANSPOSE, STRIDED_SLICE, PAD
+LEVELS_FL3_INT = {F16: 3, F32: 3, I32: 3, Q8: 3, Q8S: 4}     # EXPAND_DIMS, SPLIT, TILE, SLICE
+LEVELS_FL3 = {F16: 3, F32: 3, Q8: 3, Q8S: 4}                 # PAD_V2
+
+
+# ---- from the elementwise family
+
+
+def broadcast_shape(name, a, b, at_runtime=False):
+    """NNAPI broadcasting: trailing dims; equal or 1; 0 only with 0 or 1 (gives 0)."""
+    try:
+        return tuple(np.broadcast_shapes(tuple(a), tuple(b)))
+    except ValueError:
+        raise value_error(f"{name}: input shapes {list(a)} and {list(b)} are not broadcast-compatible "
+                          f"(trailing dimensions must be equal or 1)", at_runtime) from None
+
+
+def check_present(sig, n=None):
+    """Every input of these operations is required: none may be omitted (NO_VALUE)."""
+    sig.all_present(n=n)
+
+
+def dequant_table(inf):
+    """float32 real value of every byte of an 8-bit operand (quant.dequant_table of an Info)."""
+    return Q.dequant_table(inf.type, inf.scale, inf.zp)
+
+
+# ---- from the activation family
+
+
+def scalar_for(tensor_type):
+    """Scalar operand type that goes with a float tensor (FLOAT16 for TENSOR_FLOAT16)."""
+    return C.FLOAT16 if tensor_type == F16 else C.FLOAT32
+
+
+def check_scalar(sig, idx, what, expected, for_type):
+    """Required scalar parameter of type `expected` (the one that goes with for_type)."""
+    t = sig.ins[idx].type
+    if t != expected:
+        sig.fail(f"input {idx} ({what}) has type {tname(t)}, expected {tname(expected)} "
+                 f"for a {tname(for_type)} input 0")
+    sig.present(idx, what)
+
+
+def same_shape_signature(sig, n_in, levels):
+    """n_in inputs (int or allowed counts), one output of input 0's type and shape; input 0's
+    type in `levels`, which is returned."""
+    sig.count(n_in, 1)
+    t = sig.types("input", 0, levels)
+    sig.same_type("output", 0, t)
+    check_same_shape(sig)
+    return t
+
+
+def check_axis_input(sig, idx, rank_idx=0):
+    """An INT32 axis scalar: type, and range [-n, n) when both value and rank are known."""
+    sig.types("input", idx, (C.INT32,), "axis")
+    a = sig.scalar_value(idx)
+    r = sig.ins[rank_idx].rank
+    if a is not None and r:
+        if not -r <= a < r:
+            sig.fail(f"input {idx} (axis) is {a}, must be in [-{r}, {r}) for input {rank_idx} of rank {r}")
+
+
+def check_same_shape(sig, out_idx=0):
+    """Output declared with a rank / specified dimensions that contradict input 0's shape."""
+    a, b = sig.ins[0].dims, sig.outs[out_idx].dims
+    if a is None or b is None:
+        return
+    if len(a) != len(b):
+        sig.fail(f"output {out_idx} has rank {len(b)}, expected {len(a)} (the shape of input 0)")
+    for k, (x, y) in enumerate(zip(a, b)):
+        if x and y and x != y:
+            sig.fail(f"output {out_idx} dimension {k} is {y}, expected {x} (the shape of input 0)")
+
+
+def optional_axis(name, ins, idx):
+    """The axis given by optional input idx (absent or omitted: -1), resolved for input 0."""
+    return resolve_axis(name, int(scalar(ins[idx] if len(ins) > idx else None, -1)), len(ins[0].dims))
+
+
+def optional_axis_level(sig, n_with_axis, axis_idx, level, default_ranks):
+    """Level of an optional trailing axis input: present -> FL3 (its value checked); absent
+    with an input rank outside default_ranks (those the operation had before FL3) -> FL3."""
+    if len(sig.ins) == n_with_axis:
+        if not sig.ins[axis_idx].omitted:
+            check_axis_input(sig, axis_idx)
+        return max(level, 3)
+    if sig.ins[0].rank not in (None,) + tuple(default_ranks):
+        return max(level, 3)
+    return level
+
+
+def float_kernel(fn, out_dtype):
+    """Kernel for a float op given as fn(x, out): x float32 (a float16 input is converted),
+    out a float32 array to fill.  float32 outputs are filled in place; float16 outputs get a
+    float32 scratch and are rounded once.  Floating-point warnings are silenced (inf/NaN are
+    legitimate values)."""
+    if out_dtype == np.float32:
+        def k(i, o):
+            x = i[0]
+            if x.dtype != np.float32:
+                x = x.astype(np.float32)
+            with np.errstate(all="ignore"):
+                fn(x, o[0])
+    else:
+        def k(i, o):
+            tmp = np.empty(o[0].shape, np.float32)
+            with np.errstate(all="ignore"):
+                fn(i[0].astype(np.float32), tmp)
+                o[0][...] = tmp
+    return k
+
+
+# ---- from the dense family
+
+
+def check_bias_quant(sig, bias_idx, inp, filt, what="filter"):
+    """Bias of a quantized layer: TENSOR_INT32, zeroPoint 0, scale in.scale * filter.scale
+    (0 for a per-channel filter)."""
+    b = sig.ins[bias_idx]
+    if b.type != I32:
+        sig.fail(f"input {bias_idx} (bias) has type {tname(b.type)}, expected TENSOR_INT32 "
+                 f"for a {tname(inp.type)} input")
+    if b.zp != 0:
+        sig.fail(f"input {bias_idx} (bias) must have zeroPoint 0, got {b.zp}")
+    if filt.type == QPC:
+        if b.scale != 0.0:
+            sig.fail(f"input {bias_idx} (bias) must have scale 0 with a per-channel quantized {what} "
+                     f"(its scales are input scale × {what} scales), got {b.scale}")
+        return
+    want = scale_product(inp.scale, filt.scale)
+    if not abs(b.scale - want) <= 1e-6 * min(b.scale, want):
+        sig.fail(f"input {bias_idx} (bias) scale {b.scale} must equal input scale × {what} scale "
+                 f"({inp.scale} × {filt.scale} = {want})")
+
+
+class Derived:
+    """fn(array) computed once from a constant operand, per call from a non-constant one.
+
+    At build time ``Info.value`` is set for constants; in the dynamic path the runtime also
+    passes the current input arrays as values, so the result is only reused when the kernel
+    receives the very same array object again (constants are the same object every run)."""
+    __slots__ = ("src", "val", "fn")
+
+    def __init__(self, value, fn):
+        self.fn = fn
+        self.src = value
+        self.val = None if value is None else fn(value)
+
+    def get(self, a):
+        if a is self.src and self.val is not None:
+            return self.val
+        return self.fn(a)
+
+
+# ---- from the spatial family
+
+
+def check_scalar_type(sig, idx, t, what):
+    """Input idx (role what) has scalar type t."""
+    sig.types("input", idx, (t,), what)
+
+
+def check_rank4(sig, where, idx):
+    """A 4-D tensor (when its rank is known)."""
+    sig.rank_between(where, idx, 4, 4)
+
+
+def check_layout(sig, idx, level):
+    """Optional/required trailing NCHW BOOL at input idx; returns the level it needs."""
+    check_scalar_type(sig, idx, C.BOOL, "NCHW layout flag")
+    return max(level, 3)
+
+
+def nchw_flag(ins, idx):
+    """Value of the NCHW flag at ins[idx] (False when absent or omitted)."""
+    if idx >= len(ins) or ins[idx].omitted:
+        return False
+    v = scalar_of(ins[idx])
+    return bool(v) if v is not None else False
+
+
+def zero_sized_const_level(sig, level):
+    """A constant zero-sized tensor operand needs FL3."""
+    for i in sig.ins:
+        if i.value is not None and i.dims and 0 in tuple(np.shape(i.value)) and i.type in C.TENSOR_TYPES:
+            return max(level, 3)
+    return level
+
+
+def reject_zero_sized(name, info, what="input 0"):
+    """Operations the reference does not allow zero-sized inputs for."""
+    if info.dims is not None and 0 in info.dims:
+        raise value_error(f"{name}: {what} has a zero-sized dimension {list(info.dims)}, "
+                          f"which this operation does not support", at_runtime=False)
+
+
+def nhwc_kernel(core, nchw):
+    """Kernel running core(x, y) on NHWC arrays: an NCHW input and output are passed as
+    transposed views (no copy)."""
+    def kernel(i, o):
+        x, y = i[0], o[0]
+        if nchw:
+            x, y = x.transpose(0, 2, 3, 1), y.transpose(0, 2, 3, 1)
+        core(x, y)
+    return kernel
+
+
+# ---- from the shape family
+
+
+def tensor_of(sig, idx, levels, what):
+    """Input idx must be present and have one of the types of `levels` (type -> feature level)."""
+    sig.present(idx, what)
+    return sig.types("input", idx, levels, what)
+
+
+def require_scalar(sig, idx, t, what):
+    """Input idx must be present and have the scalar type t."""
+    sig.present(idx, what)
+    sig.types("input", idx, (t,), what)
+
+
+def int_tensor(sig, idx, what, rank=1, optional=False):
+    """Input idx must be a TENSOR_INT32 of the given rank (when the rank is known)."""
+    if not optional:
+        sig.present(idx, what)
+    inf = sig.ins[idx]
+    sig.types("input", idx, (I32,), what)
+    if inf.rank is not None and inf.rank != rank:
+        sig.fail(f"input {idx} ({what}) must be a {rank}-D tensor, got rank {inf.rank}")
+    return inf
+
+
+def scalar_int(inf):
+    """Python int of a known INT32 scalar operand, else None."""
+    v = scalar(inf)
+    return None if v is None else int(v)
+
+
+def int_values(inf):
+    """List of Python ints of a known TENSOR_INT32 operand, else None."""
+    if inf.value is None or inf.omitted:
+        return None
+    return [int(x) for x in np.asarray(inf.value).reshape(-1)]
+
+
+def known_len(inf):
+    """Length of a 1-D operand when known (dims known), else None."""
+    if inf.dims is None or len(inf.dims) != 1 or not inf.dims[0]:
+        return None
+    return inf.dims[0]
+
+
+def fail_value(op, msg):
+    """Value-dependent error raised from infer()."""
+    return value_error(f"{op}: {msg}", at_runtime=False)
+
+
+# ---- from the reduce family
+
+
+def require_present(name, ins, what):
+    """The same at execution: an input given as NULL (omitted) is an error."""
+    for k, inf in enumerate(ins):
+        if inf.omitted:
+            raise value_error(f"{name}: input {k} ({what[k]}) was omitted; it is not optional", at_runtime=True)

@@ -1,0 +1,63 @@
+"""The package's layers import downward only (README "Layers").
+
+C ABI (_capi) -> runtime objects (model, compilation, execution, memory, event, devices, plan)
+-> operation registry -> operation modules -> shared operation layer (base, quant, common,
+padding) -> errors/constants.  An operation module never imports a sibling operation module:
+what two families share lives in the shared layer.
+"""
+import ast
+import pathlib
+
+import pytest
+
+PKG = pathlib.Path(__file__).resolve().parent.parent / "nnapi_py"
+OPS = PKG / "ops"
+SHARED = {"base", "quant", "common", "padding", "registry", "__init__"}
+
+
+def _imports(path):
+    """(module-relative names) imported by path: 'ops.conv', 'errors', ... (package-relative)."""
+    tree = ast.parse(path.read_text())
+    rel = path.relative_to(PKG).with_suffix("")
+    pkg_parts = list(rel.parts[:-1])
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = pkg_parts[: len(pkg_parts) - (node.level - 1)]
+                mod = base + (node.module.split(".") if node.module else [])
+                if node.module is None or not mod:
+                    for a in node.names:
+                        found.add(".".join(mod + [a.name]))
+                else:
+                    found.add(".".join(mod))
+                    for a in node.names:          # "from . import quant"
+                        found.add(".".join(mod + [a.name]))
+            elif node.module and node.module.startswith("nnapi_py"):
+                found.add(node.module[len("nnapi_py."):])
+    return found
+
+
+def _operation_modules():
+    return sorted(p for p in OPS.glob("*.py") if p.stem not in SHARED)
+
+
+@pytest.mark.parametrize("path", _operation_modules(), ids=lambda p: p.stem)
+def test_operation_module_imports_only_the_shared_layer(path):
+    siblings = {p.stem for p in _operation_modules()} - {path.stem}
+    bad = sorted(m for m in _imports(path) if m.startswith("ops.") and m.split(".")[1] in siblings)
+    assert not bad, f"{path.name} imports sibling operation module(s) {bad}; move what they share into ops/common.py"
+
+
+@pytest.mark.parametrize("stem", sorted(SHARED - {"registry", "__init__"}))
+def test_shared_layer_imports_no_operation_module(stem):
+    ops = {p.stem for p in _operation_modules()}
+    bad = sorted(m for m in _imports(OPS / f"{stem}.py") if m.startswith("ops.") and m.split(".")[1] in ops)
+    assert not bad, f"ops/{stem}.py (shared layer) imports operation module(s) {bad}"
+
+
+def test_operations_do_not_import_the_runtime():
+    runtime = {"_capi", "model", "compilation", "execution", "memory", "event", "devices", "plan"}
+    for path in OPS.glob("*.py"):
+        bad = sorted(m for m in _imports(path) if m.split(".")[0] in runtime)
+        assert not bad, f"ops/{path.name} imports runtime module(s) {bad} (layers import downward only)"
