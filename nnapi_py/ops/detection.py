@@ -1,4 +1,5 @@
-"""Object-detection operations: BOX_WITH_NMS_LIMIT, ROI_ALIGN, ROI_POOLING.
+"""Object-detection operations: BOX_WITH_NMS_LIMIT, ROI_ALIGN, ROI_POOLING, AXIS_ALIGNED_BBOX_TRANSFORM,
+GENERATE_PROPOSALS, DETECTION_POSTPROCESSING, HEATMAP_MAX_KEYPOINT.
 
 Boxes are [x1, y1, x2, y2] rows.  Box tensors follow the score / feature-map type for
 floats; with 8-bit quantized data they are TENSOR_QUANT16_ASYMM with scale 0.125 and
@@ -135,9 +136,13 @@ def _nms_kernel(kind, iou_th, sigma):
     return lambda iou: np.exp(f32(-1) * iou * iou / sigma)
 
 
-def _select_class(scores, boxes, limit, kernel, nms_th):
+def _select_class(scores, boxes, limit, kernel, nms_th, hard_iou=None):
     """Soft/hard NMS of one class.  scores (m,) float32 (updated in place), boxes (m, 4).
-    Returns the candidate positions in selection order."""
+    Returns the candidate positions in selection order.
+
+    With hard_iou (GENERATE_PROPOSALS, DETECTION_POSTPROCESSING: the reference's plain hard
+    NMS) a candidate is dropped when its IoU with the selected box is >= hard_iou and scores
+    are left as they are; kernel and nms_th are then unused."""
     m = scores.shape[0]
     order = np.arange(m)
     start, end = 0, m
@@ -150,9 +155,13 @@ def _select_class(scores, boxes, limit, kernel, nms_th):
         order[start], order[j] = order[j], order[start]
         rest = order[start + 1:end]
         if rest.size:
-            s = scores[rest] * kernel(_iou(boxes[rest], boxes[order[start]]))
-            scores[rest] = s
-            gone = s < nms_th
+            iou = _iou(boxes[rest], boxes[order[start]])
+            if hard_iou is None:
+                s = scores[rest] * kernel(iou)
+                scores[rest] = s
+                gone = s < nms_th
+            else:
+                gone = iou >= hard_iou
             if gone.any():
                 # The reference walks the list and swaps each dropped candidate with the last
                 # live one: the first k positions end up holding the live candidates that were
@@ -624,3 +633,545 @@ class RoiPooling(_RoiOp):
             nonempty = ((hhi > hlo)[:, :, None] & (whi > wlo)[:, None, :])[..., None]
             y[...] = np.where(nonempty, acc, empty)
         return core
+
+
+# ---- shared by the box-decoding operations ------------------------------------------------------
+Q16S = C.TENSOR_QUANT16_SYMM
+
+
+def hard_nms(scores, boxes, iou_th, limit):
+    """The reference's plain hard NMS of one set of candidates: positions of the kept rows of
+    scores (m,) / boxes (m, 4) float32 in selection order; limit < 0 means no limit."""
+    m = scores.shape[0]
+    if not m:
+        return np.zeros(0, np.int64)
+    with np.errstate(all="ignore"):
+        return _select_class(scores.astype(f32), boxes, m if limit < 0 else limit, None, None,
+                             hard_iou=f32(iou_th))
+
+
+def _real(a, info):
+    """Tensor values -> float32 real values (quantized types through their scale / zeroPoint)."""
+    a = np.asarray(a)
+    if a.dtype.kind in "iu" and info.type != I32:
+        return Q.dequantize(a, info.scale, info.zp)
+    return a.astype(f32)
+
+
+def bbox_transform(rois, deltas, height, width):
+    """Apply [dx, dy, dw, dh] deltas to [x1, y1, x2, y2] boxes and clip to the image.
+
+    rois (R, 4), deltas (R, C, 4), height / width (R,) image size per row -> (R, C, 4) float32,
+    in the reference's float32 order of operations."""
+    two = f32(2)
+    w = (rois[:, 2] - rois[:, 0])[:, None]
+    h = (rois[:, 3] - rois[:, 1])[:, None]
+    cx = ((rois[:, 0] + rois[:, 2]) / two)[:, None]
+    cy = ((rois[:, 1] + rois[:, 3]) / two)[:, None]
+    with np.errstate(all="ignore"):
+        nw = np.exp(deltas[..., 2]) * w
+        nh = np.exp(deltas[..., 3]) * h
+        ncx = cx + deltas[..., 0] * w
+        ncy = cy + deltas[..., 1] * h
+        out = np.empty(deltas.shape, f32)
+        out[..., 0] = ncx - nw / two
+        out[..., 1] = ncy - nh / two
+        out[..., 2] = ncx + nw / two
+        out[..., 3] = ncy + nh / two
+    zero = f32(0)
+    for k, lim in ((0, width), (1, height), (2, width), (3, height)):
+        np.minimum(np.maximum(out[..., k], zero), lim[:, None], out=out[..., k])
+    return out
+
+
+def _check_corners(fail, boxes, what):
+    """Each row [x1, y1, x2, y2] needs x1 <= x2 and y1 <= y2 (the reference rejects others)."""
+    bad = np.flatnonzero(~((boxes[:, 0] <= boxes[:, 2]) & (boxes[:, 1] <= boxes[:, 3])))
+    if bad.size:
+        fail(f"{what}: box {int(bad[0])} is {boxes[bad[0]].tolist()}, a box needs x1 <= x2 and y1 <= y2")
+
+
+def _write_boxes(out, real, t_out):
+    """Real box coordinates into a float output or a TENSOR_QUANT16_ASYMM (0.125, 0) one."""
+    if t_out == Q16A:
+        Q.requantize_into(out, real, BOX_SCALE, 0)
+    else:
+        out[...] = real
+
+
+def _runtime_fail(name):
+    def fail(msg):
+        raise value_error(f"{name}: {msg}", at_runtime=True)
+    return fail
+
+
+def _check_dims(fail, got, want, what):
+    if tuple(got) != tuple(want):
+        fail(f"{what} has shape {list(got)}, expected {list(want)}")
+
+
+# ---- AXIS_ALIGNED_BBOX_TRANSFORM ------------------------------------------------------------------
+@register
+class AxisAlignedBboxTransform(Op):
+    """Refine [x1, y1, x2, y2] boxes by per-class [dx, dy, dw, dh] deltas, clipped to each
+    box's image: out = corners(center + d_xy * size, exp(d_wh) * size)."""
+    name = "AXIS_ALIGNED_BBOX_TRANSFORM"
+    allow_zero_sized = True            # zero boxes give zero rows
+    optional_inputs = ()
+
+    def validate(self, sig):
+        sig.count(4, 1)
+        check_present(sig)
+        t = sig.types("input", 0, {F32: 3, F16: 3, Q16A: 3}, "boxes")
+        level = 3
+        if t == Q16A:
+            dt = sig.types("input", 1, QUANT8, "deltas")
+            level = 4 if dt == Q8S else 3
+            _check_type(sig, "input", 3, Q16A, "image info")
+            for where, idx, what in (("input", 0, "boxes"), ("input", 3, "image info"), ("output", 0, "boxes")):
+                o = sig.operand(where, idx)
+                if o.scale != BOX_SCALE or o.zp != 0:
+                    sig.fail(f"{where} {idx} ({what}, TENSOR_QUANT16_ASYMM) must have scale 0.125 and "
+                             f"zeroPoint 0, got {o.scale} and {o.zp}")
+        else:
+            sig.same_type("input", 1, t, "deltas")
+            sig.same_type("input", 3, t, "image info")
+        _check_type(sig, "input", 2, I32, "batch index")
+        sig.same_type("output", 0, t)
+        for where, idx, rank, what in (("input", 0, 2, "boxes"), ("input", 1, 2, "deltas"),
+                                       ("input", 2, 1, "batch index"), ("input", 3, 2, "image info"),
+                                       ("output", 0, 2, "boxes")):
+            _check_rank(sig, where, idx, rank, what)
+        b, d = sig.ins[0], sig.ins[1]
+        if _dim(b, 1) not in (0, 4):
+            sig.fail(f"input 0 (boxes) dimension 1 is {_dim(b, 1)}, expected 4")
+        if _dim(d, 1) % 4:
+            sig.fail(f"input 1 (deltas) dimension 1 is {_dim(d, 1)}, expected 4 * the number of classes")
+        if _dim(sig.ins[3], 1) not in (0, 2):
+            sig.fail(f"input 3 (image info) dimension 1 is {_dim(sig.ins[3], 1)}, expected 2 ([height, width])")
+        return level
+
+    def infer(self, ins):
+        def fail(m):
+            raise value_error(f"{self.name}: {m}", at_runtime=False)
+        r = _rank_of(fail, ins[0], 2, "input 0 (boxes)")
+        d = _rank_of(fail, ins[1], 2, "input 1 (deltas)")
+        bi = _rank_of(fail, ins[2], 1, "input 2 (batch index)")
+        info = _rank_of(fail, ins[3], 2, "input 3 (image info)")
+        n = r[0]
+        if r[1] != 4:
+            fail(f"input 0 (boxes) must have shape [num_rois, 4], got {list(r)}")
+        if d[1] == 0 or d[1] % 4:
+            fail(f"input 1 (deltas) dimension 1 is {d[1]}, expected 4 * the number of classes (> 0)")
+        _check_dims(fail, d, (n, d[1]), "input 1 (deltas)")
+        _check_dims(fail, bi, (n,), "input 2 (batch index)")
+        if info[0] == 0 or info[1] != 2:
+            fail(f"input 3 (image info) must have shape [batches, 2] with at least one batch, got {list(info)}")
+        return [(n, d[1])]
+
+    def build(self, ins, outs):
+        fail = _runtime_fail(self.name)
+        infos, t_out = ins, outs[0].type
+
+        def kernel(i, o):
+            if o[0].size == 0:
+                return
+            rois = _real(i[0], infos[0])
+            n = rois.shape[0]
+            deltas = _real(i[1], infos[1]).reshape(n, -1, 4)
+            bids = np.asarray(i[2]).astype(np.int64)
+            image = _real(i[3], infos[3])
+            bad = np.flatnonzero((bids < 0) | (bids >= image.shape[0]))
+            if bad.size:
+                fail(f"input 2 (batch index) entry {int(bad[0])} is {int(bids[bad[0]])}, "
+                     f"expected 0..{image.shape[0] - 1} (the rows of input 3)")
+            _check_corners(fail, rois, "input 0 (boxes)")
+            res = bbox_transform(rois, deltas, image[bids, 0], image[bids, 1])
+            _write_boxes(o[0], res.reshape(n, -1), t_out)
+        return kernel
+
+
+# ---- GENERATE_PROPOSALS -----------------------------------------------------------------------------
+GP_NAMES = ("scores", "deltas", "anchors", "image info", "height stride", "width stride", "pre-NMS top n",
+            "post-NMS top n", "iou threshold", "min size", "NCHW layout flag")
+
+
+@register
+class GenerateProposals(Op):
+    """Anchors shifted over the feature map, refined by the deltas, clipped; the pre_nms_top_n
+    best by score kept, boxes no larger than min_size or centred outside the image dropped,
+    then hard NMS keeps up to post_nms_top_n per image (non-positive: no limit, as the
+    documentation says).  Output rows are grouped by image, in NMS selection order."""
+    name = "GENERATE_PROPOSALS"
+    value_inputs = (0, 1, 2, 3)        # the number of proposals depends on the data
+    allow_zero_sized = False
+    optional_inputs = ()
+
+    def __init__(self):
+        self._memo = None
+
+    def validate(self, sig):
+        sig.count(11, 3)
+        check_present(sig)
+        t = sig.types("input", 0, TYPE_LEVELS, "scores")
+        sig.same_type("input", 1, t, "deltas")
+        if t in QUANT8:
+            _check_type(sig, "input", 2, Q16S, "anchors")
+            if sig.ins[2].scale != BOX_SCALE:
+                sig.fail(f"input 2 (anchors, TENSOR_QUANT16_SYMM) must have scale 0.125, got {sig.ins[2].scale}")
+            _check_box_type(sig.fail, sig.ins[3], "input 3 (image info)", t)
+            _check_box_type(sig.fail, sig.outs[1], "output 1 (boxes)", t)
+            sig.same_quant("output", 0, sig.ins[0])
+        else:
+            sig.same_type("input", 2, t, "anchors")
+            sig.same_type("input", 3, t, "image info")
+            sig.same_type("output", 1, t, "boxes")
+        fs = _float_scalar(t)
+        for k in (4, 5, 8, 9):
+            check_scalar_type(sig, k, fs, GP_NAMES[k])
+        for k in (6, 7):
+            check_scalar_type(sig, k, C.INT32, GP_NAMES[k])
+        check_scalar_type(sig, 10, C.BOOL, GP_NAMES[10])
+        sig.same_type("output", 0, t)
+        _check_type(sig, "output", 2, I32, "batch index")
+        for where, idx, rank, what in (("input", 0, 4, "scores"), ("input", 1, 4, "deltas"),
+                                       ("input", 2, 2, "anchors"), ("input", 3, 2, "image info"),
+                                       ("output", 0, 1, "scores"), ("output", 1, 2, "boxes"),
+                                       ("output", 2, 1, "batch index")):
+            _check_rank(sig, where, idx, rank, what)
+        for k in (4, 5):
+            v = sig.scalar_value(k)
+            if v is not None and not v > 0:
+                sig.fail(f"input {k} ({GP_NAMES[k]}) must be > 0, got {v}")
+        return TYPE_LEVELS[t]
+
+    def _shapes(self, ins, nchw):
+        def fail(m):
+            raise value_error(f"{self.name}: {m}", at_runtime=False)
+        s = _rank_of(fail, ins[0], 4, "input 0 (scores)")
+        d = _rank_of(fail, ins[1], 4, "input 1 (deltas)")
+        a = _rank_of(fail, ins[2], 2, "input 2 (anchors)")
+        info = _rank_of(fail, ins[3], 2, "input 3 (image info)")
+        b, h, w, na = (s[0], s[2], s[3], s[1]) if nchw else s
+        want = (b, 4 * na, h, w) if nchw else (b, h, w, 4 * na)
+        _check_dims(fail, d, want, "input 1 (deltas)")
+        _check_dims(fail, a, (na, 4), "input 2 (anchors)")
+        _check_dims(fail, info, (b, 2), "input 3 (image info)")
+        if 0 in s:
+            fail(f"input 0 (scores) has a zero-sized dimension {list(s)}, which this operation does not support")
+        return b, h, w, na
+
+    def _select(self, ins, arrays):
+        arrays = [np.asarray(x) for x in arrays]
+        params = tuple(scalar_of_value(x) for x in arrays[4:])
+        key = (tuple(x.shape for x in arrays[:4]), tuple(x.tobytes() for x in arrays[:4]), params,
+               tuple((i.type, i.scale, i.zp) for i in ins[:4]))
+        memo = self._memo
+        if memo is not None and memo[0] == key:
+            return memo[1]
+        hs, ws, pre, post, iou_th, min_size, nchw = params
+        nchw = bool(nchw)
+        b, h, w, na = self._shapes(ins, nchw)
+        scores = _real(arrays[0], ins[0])
+        deltas = _real(arrays[1], ins[1])
+        if nchw:
+            scores, deltas = scores.transpose(0, 2, 3, 1), deltas.transpose(0, 2, 3, 1)
+        anchors = _real(arrays[2], ins[2])
+        image = _real(arrays[3], ins[3])
+        fail = _runtime_fail(self.name)
+        _check_corners(fail, anchors, "input 2 (anchors)")
+        shift_w = np.arange(w, dtype=f32) * f32(ws)
+        shift_h = np.arange(h, dtype=f32) * f32(hs)
+        shifts = np.empty((h, w, 4), f32)
+        shifts[..., 0] = shift_w[None, :]
+        shifts[..., 1] = shift_h[:, None]
+        shifts[..., 2] = shift_w[None, :]
+        shifts[..., 3] = shift_h[:, None]
+        rois = (anchors[None, None, :, :] + shifts[:, :, None, :]).reshape(-1, 4)
+        m = rois.shape[0]
+        half = f32(2)
+        min_size = f32(min_size)
+        out_rows, out_batch, out_boxes = [], [], []
+        for k in range(b):
+            hk, wk = image[k, 0], image[k, 1]
+            boxes = bbox_transform(rois, deltas[k].reshape(m, 1, 4), np.full(m, hk, f32),
+                                   np.full(m, wk, f32))[:, 0]
+            sc = scores[k].reshape(m)
+            sel = np.arange(m)
+            if 0 < pre < m:
+                sel = np.argsort(-sc, kind="stable")[:pre]
+            bx = boxes[sel]
+            bw, bh = bx[:, 2] - bx[:, 0], bx[:, 3] - bx[:, 1]
+            with np.errstate(all="ignore"):
+                keep = (bw > min_size) & (bh > min_size) & (bx[:, 0] + bw / half < wk) & (bx[:, 1] + bh / half < hk)
+            sel = sel[keep]
+            kept = sel[hard_nms(sc[sel], boxes[sel], iou_th, post if post > 0 else -1)]
+            out_rows.append(sc[kept])
+            out_boxes.append(boxes[kept])
+            out_batch.append(np.full(kept.shape[0], k, np.int32))
+        res = (np.concatenate(out_rows), np.concatenate(out_boxes).reshape(-1, 4), np.concatenate(out_batch))
+        self._memo = (key, res)
+        return res
+
+    def infer(self, ins):
+        sc, _, _ = self._select(ins, [i.value for i in ins])
+        n = sc.shape[0]
+        return [(n,), (n, 4), (n,)]
+
+    def build(self, ins, outs):
+        infos = ins
+        t, t_box = ins[0].type, outs[1].type
+        out_scale, out_zp = outs[0].scale, outs[0].zp
+
+        def kernel(i, o):
+            sc, boxes, batch = self._select(infos, i)
+            if o[0].shape[0] != sc.shape[0]:
+                raise value_error(f"{self.name}: output size {o[0].shape[0]} does not match the "
+                                  f"{sc.shape[0]} proposals", at_runtime=True)
+            if not sc.shape[0]:
+                return
+            if t in QUANT8:
+                Q.requantize_into(o[0], sc, out_scale, out_zp)
+            else:
+                o[0][...] = sc
+            _write_boxes(o[1], boxes, t_box)
+            o[2][...] = batch
+        return kernel
+
+
+# ---- DETECTION_POSTPROCESSING -----------------------------------------------------------------------
+DP_NAMES = ("scores", "deltas", "anchors", "y scale", "x scale", "h scale", "w scale", "use regular NMS",
+            "max_num_detections", "max classes per detection", "max detections per class",
+            "score threshold", "iou threshold", "include background")
+
+
+@register
+class DetectionPostprocessing(Op):
+    """SSD post-processing (TFLite's TFLite_Detection_PostProcess): anchors [cy, cx, h, w]
+    decoded with [dy, dx, dh, dw] / scales into [y1, x1, y2, x2]; then either regular NMS (per
+    class, max_detections_per_class each, the best max_num_detections overall by score) or fast
+    NMS (one NMS on each anchor's best non-background score, max_classes_per_detection best
+    classes per kept anchor).  Outputs have their maximum size; output 3 counts the valid rows
+    per image; the rest is zero."""
+    name = "DETECTION_POSTPROCESSING"
+    allow_zero_sized = False
+    optional_inputs = ()
+
+    def validate(self, sig):
+        sig.count(14, 4)
+        check_present(sig)
+        t = sig.types("input", 0, {F32: 3, F16: 3}, "scores")
+        sig.same_type("input", 1, t, "deltas")
+        sig.same_type("input", 2, t, "anchors")
+        fs = _float_scalar(t)
+        for k in (3, 4, 5, 6, 11, 12):
+            check_scalar_type(sig, k, fs, DP_NAMES[k])
+        for k in (7, 13):
+            check_scalar_type(sig, k, C.BOOL, DP_NAMES[k])
+        for k in (8, 9, 10):
+            check_scalar_type(sig, k, C.INT32, DP_NAMES[k])
+        sig.same_type("output", 0, t, "scores")
+        sig.same_type("output", 1, t, "boxes")
+        _check_type(sig, "output", 2, I32, "classes")
+        _check_type(sig, "output", 3, I32, "number of detections")
+        for where, idx, rank, what in (("input", 0, 3, "scores"), ("input", 1, 3, "deltas"),
+                                       ("input", 2, 2, "anchors"), ("output", 0, 2, "scores"),
+                                       ("output", 1, 3, "boxes"), ("output", 2, 2, "classes"),
+                                       ("output", 3, 1, "number of detections")):
+            _check_rank(sig, where, idx, rank, what)
+        if _dim(sig.ins[0], 2) == 1:
+            sig.fail("input 0 (scores) must have at least 2 classes (class 0 is the background), got 1")
+        if 0 < _dim(sig.ins[1], 2) < 4:
+            sig.fail(f"input 1 (deltas) dimension 2 is {_dim(sig.ins[1], 2)}, expected at least 4 ([dy, dx, dh, dw])")
+        self._check_values(sig.fail, [sig.scalar_value(k) if k >= 3 else None for k in range(14)])
+        return 3
+
+    @staticmethod
+    def _check_values(fail, v):
+        for k in (3, 4, 5, 6):
+            if v[k] is not None and not v[k] > 0:
+                fail(f"input {k} ({DP_NAMES[k]}) must be > 0, got {v[k]}")
+        for k in (11, 12):
+            if v[k] is not None and not v[k] >= 0:
+                fail(f"input {k} ({DP_NAMES[k]}) must be >= 0, got {v[k]}")
+        if v[8] is not None and v[8] <= 0:
+            fail(f"input 8 (max_num_detections) must be > 0, got {v[8]}")
+        if v[7] is not None:
+            k = 10 if v[7] else 9
+            if v[k] is not None and v[k] <= 0:
+                fail(f"input {k} ({DP_NAMES[k]}) must be > 0 when input 7 (use regular NMS) is "
+                     f"{'true' if v[7] else 'false'}, got {v[k]}")
+
+    def _params(self, ins):
+        def fail(m):
+            raise value_error(f"{self.name}: {m}", at_runtime=False)
+        v = [None] * 3 + [scalar_of(ins[k]) for k in range(3, 14)]
+        if any(x is None for x in v[3:]):
+            fail("the scalar inputs 3..13 must have values")
+        self._check_values(fail, v)
+        s = _rank_of(fail, ins[0], 3, "input 0 (scores)")
+        d = _rank_of(fail, ins[1], 3, "input 1 (deltas)")
+        a = _rank_of(fail, ins[2], 2, "input 2 (anchors)")
+        b, na, nc = s
+        if nc < 2:
+            fail(f"input 0 (scores) must have at least 2 classes (class 0 is the background), got {nc}")
+        if d[0] != b or d[1] != na or d[2] < 4:
+            fail(f"input 1 (deltas) has shape {list(d)}, expected [{b}, {na}, >= 4]")
+        _check_dims(fail, a, (na, 4), "input 2 (anchors)")
+        regular = bool(v[7])
+        n_out = int(v[8]) * (1 if regular else int(v[9]))
+        return v, b, na, nc, n_out
+
+    def infer(self, ins):
+        _, b, _, _, n = self._params(ins)
+        return [(b, n), (b, n, 4), (b, n), (b,)]
+
+    def build(self, ins, outs):
+        v, b, na, nc, n_out = self._params(ins)
+        sy, sx, sh, sw = (f32(x) for x in v[3:7])
+        regular, max_det, max_cls, per_cls = bool(v[7]), int(v[8]), int(v[9]), int(v[10])
+        score_th, iou_th = f32(v[11]), f32(v[12])
+        label_shift = 0 if v[13] else 1
+        n_cls_out = min(nc - 1, max_cls)
+        half = f32(0.5)
+
+        def decode(deltas, anchors):
+            ay, ax, ah, aw = (anchors[:, k] for k in range(4))
+            with np.errstate(all="ignore"):
+                yc = ay + ah * deltas[..., 0] / sy
+                xc = ax + aw * deltas[..., 1] / sx
+                hh = ah * np.exp(deltas[..., 2] / sh) * half
+                wh = aw * np.exp(deltas[..., 3] / sw) * half
+            return np.stack((yc - hh, xc - wh, yc + hh, xc + wh), axis=-1)
+
+        def kernel(i, o):
+            scores = np.asarray(i[0]).astype(f32)
+            boxes = decode(np.asarray(i[1]).astype(f32), np.asarray(i[2]).astype(f32))
+            for a in o:
+                a[...] = 0
+            for k in range(b):
+                sc = scores[k]
+                if regular:
+                    anchors_, classes_, vals = [], [], []
+                    for c in range(1, nc):
+                        cand = np.flatnonzero(sc[:, c] > score_th)
+                        keep = cand[hard_nms(sc[cand, c], boxes[k, cand], iou_th, per_cls)]
+                        anchors_.append(keep)
+                        classes_.append(np.full(keep.shape[0], c, np.int64))
+                        vals.append(sc[keep, c])
+                    anc, cls, val = np.concatenate(anchors_), np.concatenate(classes_), np.concatenate(vals)
+                    order = np.argsort(-val, kind="stable")[:max_det]
+                    anc, cls, val = anc[order], cls[order], val[order]
+                else:
+                    best = sc[:, 1:].max(axis=1)
+                    cand = np.flatnonzero(best > score_th)
+                    sel = cand[hard_nms(best[cand], boxes[k, cand], iou_th, max_det)]
+                    top = np.argsort(-sc[sel, 1:], axis=1, kind="stable")[:, :n_cls_out] + 1
+                    anc = np.repeat(sel, n_cls_out)
+                    cls = top.reshape(-1)
+                    val = sc[anc, cls]
+                n = anc.shape[0]
+                o[0][k, :n] = val
+                o[1][k, :n] = boxes[k, anc]
+                o[2][k, :n] = cls - label_shift
+                o[3][k] = n
+        return kernel
+
+
+# ---- HEATMAP_MAX_KEYPOINT ---------------------------------------------------------------------------
+@register
+class HeatmapMaxKeypoint(Op):
+    """Per box and keypoint: the heatmap maximum refined by the quadratic (Taylor) fit of its
+    3x3 neighbourhood (offset clamped to 1.5 cells), mapped into the box: score (N, K) and
+    [x, y] (N, K, 2).  Border neighbours reflect (-1 -> 1, size -> size - 2)."""
+    name = "HEATMAP_MAX_KEYPOINT"
+    allow_zero_sized = False
+    optional_inputs = ()
+
+    def validate(self, sig):
+        sig.count(3, 2)
+        check_present(sig)
+        t = sig.types("input", 0, TYPE_LEVELS, "heatmaps")
+        _check_box_type(sig.fail, sig.ins[1], "input 1 (boxes)", t)
+        check_scalar_type(sig, 2, C.BOOL, "NCHW layout flag")
+        sig.same_type("output", 0, t, "scores")
+        _check_box_type(sig.fail, sig.outs[1], "output 1 (keypoints)", t)
+        for where, idx, rank, what in (("input", 0, 4, "heatmaps"), ("input", 1, 2, "boxes"),
+                                       ("output", 0, 2, "scores"), ("output", 1, 3, "keypoints")):
+            _check_rank(sig, where, idx, rank, what)
+        return TYPE_LEVELS[t]
+
+    def _dims(self, ins):
+        def fail(m):
+            raise value_error(f"{self.name}: {m}", at_runtime=False)
+        nchw = nchw_flag(ins, 2)
+        d = _rank_of(fail, ins[0], 4, "input 0 (heatmaps)")
+        n, h, w, k = (d[0], d[2], d[3], d[1]) if nchw else d
+        if h != w:
+            fail(f"input 0 (heatmaps) must be square, got height {h} and width {w}")
+        if h < 2:
+            fail(f"input 0 (heatmaps) size must be at least 2, got {h}")
+        _check_dims(fail, _rank_of(fail, ins[1], 2, "input 1 (boxes)"), (n, 4), "input 1 (boxes)")
+        return nchw, n, h, k
+
+    def infer(self, ins):
+        _, n, _, k = self._dims(ins)
+        return [(n, k), (n, k, 2)]
+
+    def build(self, ins, outs):
+        nchw, n, size, k = self._dims(ins)
+        infos, t = ins, ins[0].type
+        t_box, out_scale, out_zp = outs[1].type, outs[0].scale, outs[0].zp
+        tol = f32(1e-3) if t == F16 else f32(1e-5)
+        fail = _runtime_fail(self.name)
+        fsize = f32(size)
+
+        def kernel(i, o):
+            x = _real(i[0], infos[0])
+            if nchw:
+                x = x.transpose(0, 2, 3, 1)
+            boxes = _real(i[1], infos[1])
+            _check_corners(fail, boxes, "input 1 (boxes)")
+            flat = x.reshape(n, size * size, k)
+            clean = np.where(np.isnan(flat), f32(-np.inf), flat)
+            idx = clean.argmax(axis=1)                                  # (n, k): first maximum
+            best = np.maximum(np.take_along_axis(clean, idx[:, None, :], 1)[:, 0], f32(-3.4028234663852886e38))
+            mh, mw = idx // size, idx % size
+            bi = np.arange(n)[:, None]
+            ki = np.arange(k)[None, :]
+
+            def at(dh, dw):
+                hh, ww = mh + dh, mw + dw
+                hh = np.where(hh < 0, 1, np.where(hh >= size, size - 2, hh))
+                ww = np.where(ww < 0, 1, np.where(ww >= size, size - 2, ww))
+                return x[bi, hh, ww, ki]
+            g = [[at(dh, dw) for dw in (-1, 0, 1)] for dh in (-1, 0, 1)]
+            two, four = f32(2), f32(4)
+            with np.errstate(all="ignore"):
+                b0 = -(g[1][2] - g[1][0]) / two
+                b1 = -(g[2][1] - g[0][1]) / two
+                a00 = g[1][0] - two * g[1][1] + g[1][2]
+                a01 = (g[2][2] - g[2][0] - g[0][2] + g[0][0]) / four
+                a11 = g[0][1] - two * g[1][1] + g[2][1]
+                cp1 = a00 * a11
+                det = cp1 - a01 * a01
+                solve = ~(np.abs(det) < (tol + tol * cp1))
+                d0 = np.where(solve, (a11 * b0 - a01 * b1) / det, f32(0)).astype(f32)
+                d1 = np.where(solve, (a00 * b1 - a01 * b0) / det, f32(0)).astype(f32)
+                big = np.maximum(np.abs(d0), np.abs(d1))
+                clamp = solve & ((np.abs(d0) > f32(1.5)) | (np.abs(d1) > f32(1.5)))
+                scale = np.where(clamp, f32(1.5) / big, f32(1))
+                d0 = np.where(clamp, d0 * scale, d0)
+                d1 = np.where(clamp, d1 * scale, d1)
+                fitted = g[1][1] - b0 * d0 - b1 * d1 + ((a00 * d0 + a01 * d1) * d0 + (a01 * d0 + a11 * d1) * d1) / two
+                score = np.where(solve, fitted, best).astype(f32)
+                wrel = (mw.astype(f32) + d0 + f32(0.5)) / fsize
+                hrel = (mh.astype(f32) + d1 + f32(0.5)) / fsize
+                x1, y1 = boxes[:, 0:1], boxes[:, 1:2]
+                kp = np.stack((wrel * (boxes[:, 2:3] - x1) + x1, hrel * (boxes[:, 3:4] - y1) + y1), axis=-1)
+            if t in QUANT8:
+                Q.requantize_into(o[0], score, out_scale, out_zp)
+            else:
+                o[0][...] = score
+            _write_boxes(o[1], kp, t_box)
+        return kernel
