@@ -843,6 +843,14 @@ class GenerateProposals(Op):
             v = sig.scalar_value(k)
             if v is not None and not v > 0:
                 sig.fail(f"input {k} ({GP_NAMES[k]}) must be > 0, got {v}")
+        nchw = sig.scalar_value(10)
+        s, d = sig.ins[0].dims, sig.ins[1].dims
+        if nchw is not None and s and d and len(s) == 4 and len(d) == 4:
+            b, h, w, na = (s[0], s[2], s[3], s[1]) if nchw else s
+            want = (b, 4 * na, h, w) if nchw else (b, h, w, 4 * na)
+            if any(x and y and x != y for x, y in zip(d, want)):
+                sig.fail(f"input 1 (deltas) has shape {list(d)}, expected {list(want)} "
+                         f"(input 0's batches and positions, 4 values per anchor)")
         return TYPE_LEVELS[t]
 
     def _shapes(self, ins, nchw):
