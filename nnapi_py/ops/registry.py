@@ -11,7 +11,8 @@ _MODULES = (
     "conv", "dense", "pool", "resize", "spatial",                          # family 2
     "shape", "slicing", "reduce", "gather",                                # family 3
     "control",                                                             # IF, WHILE
-    "detection",                                                           # NMS, ROI_ALIGN/POOLING
+    "detection",                                                           # NMS, ROI, proposals, SSD
+    "rnn",                                                                 # family 4: RNN, SVDF
 )
 
 for _m in _MODULES:
