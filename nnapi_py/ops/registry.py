@@ -13,6 +13,7 @@ _MODULES = (
     "control",                                                             # IF, WHILE
     "detection",                                                           # NMS, ROI, proposals, SSD
     "rnn",                                                                 # family 4: RNN, SVDF
+    "sampling",                                                            # LSH_PROJECTION, RANDOM_MULTINOMIAL
 )
 
 for _m in _MODULES:
@@ -31,7 +32,10 @@ def lookup(code):
     op = OPS.get(code)
     if op is not None:
         return op
-    if 0 <= code < len(C.OPERATION_NAMES) or code == C.OEM_OPERATION:
+    if code == C.OEM_OPERATION:
+        raise bad_data("OEM_OPERATION is deprecated (since Android 10) and this device has no vendor "
+                       "extension to run it; use an extension operation type instead")
+    if 0 <= code < len(C.OPERATION_NAMES):
         raise bad_data(f"{op_name(code)}: operation is not implemented by nnapi_py yet")
     if code >> 16:
         raise bad_data(f"extension operation type {code:#x} is not supported (no extensions registered)")
