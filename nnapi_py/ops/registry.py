@@ -14,6 +14,7 @@ _MODULES = (
     "detection",                                                           # NMS, ROI, proposals, SSD
     "rnn",                                                                 # family 4: RNN, SVDF
     "sampling",                                                            # LSH_PROJECTION, RANDOM_MULTINOMIAL
+    "lstm",                                                                # LSTM, UNI/BIDI sequence LSTM
 )
 
 for _m in _MODULES:
