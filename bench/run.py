@@ -4,7 +4,8 @@ API overhead (bench_api.c, median of repeated batches), cold start (bench_cold.c
 process, median of 7 runs), and the MobileNetV2-style network (bench_mobilenet.c, float32
 and quant8, single-threaded BLAS) compared with PyTorch eager when PyTorch is installed, and
 the same network converted by PyTorch's NNAPI backend and run through the library inside one
-Python process beside torch eager (mobilenet_torch_nnapi.py).
+Python process beside torch eager (mobilenet_torch_nnapi.py), and a 2-layer projected LSTM
+through the C API beside torch.nn.LSTM (lstm.py).
 """
 import os
 import re
@@ -70,6 +71,15 @@ def main():
             ratios["in_process_torch_nnapi"] = (float(m.group(1)) / float(m.group(2)), "torch eager, same process")
         elif r.stdout.strip():
             print(r.stdout.strip(), file=sys.stderr)
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "lstm.py")], env=ENV,
+                           capture_output=True, text=True)
+        m = re.match(r"lstm_nnapi ([\d.]+) lstm_torch ([\d.]+)", r.stdout or "")
+        if m:   # 2-layer LSTM through the C API beside torch.nn.LSTM, same process, one thread
+            rows.append(("lstm_torch_eager", float(m.group(2)), "ms", None))
+            rows.append(("lstm_2layer_nnapi", float(m.group(1)), "ms", 1.5 * float(m.group(2))))
+            ratios["lstm_2layer_nnapi"] = (float(m.group(1)) / float(m.group(2)), "torch.nn.LSTM eager, same process")
+        elif (r.stdout or r.stderr).strip():
+            print((r.stdout or r.stderr).strip().splitlines()[-1], file=sys.stderr)
     ok = True
     print(f"{'benchmark':<24}{'value':>12}  {'target':>10}  result")
     for name, value, unit, target in rows:
