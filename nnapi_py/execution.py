@@ -122,6 +122,8 @@ class Execution:
             memory.check_region(offset, length, f"{kind} {index}")
             if not is_input and not memory.writable:
                 raise bad_data(f"{kind} {index}: the memory is not writable")
+            if is_input and not getattr(memory, "readable", True):
+                raise bad_data(f"{kind} {index}: the memory is not readable (it was created without PROT_READ)")
         lst[index] = _IO(addr, length, dims, memory, offset)
         self.any_set = True
 

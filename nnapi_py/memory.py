@@ -35,6 +35,7 @@ class Memory:
             os.close(self.fd)
             raise bad_data(f"cannot map fd {fd} (size {size}, offset {offset}): {e}") from None
         self.writable = bool(protect & PROT_WRITE)
+        self.readable = bool(protect & PROT_READ)     # PROT_NONE is allowed; reading it would fault
         self.size = size
         self.bytes = np.frombuffer(self._map, np.uint8, size, offset - base)
         self.initialized = True
@@ -48,6 +49,11 @@ class Memory:
 
     def check_constant_region(self, offset, length):
         self.check_region(offset, length, "setOperandValueFromMemory")
+        self.check_readable("setOperandValueFromMemory")
+
+    def check_readable(self, what):
+        if not self.readable:
+            raise bad_data(f"{what}: the memory is not readable (it was created without PROT_READ)")
 
     def close(self):
         m = getattr(self, "_map", None)
@@ -65,6 +71,7 @@ class DescMemory:
     """Runtime-allocated memory from a finished ANeuralNetworksMemoryDesc."""
     kind = "desc"
     writable = True
+    readable = True
 
     def __init__(self, desc):
         if not desc.finished:
@@ -169,6 +176,7 @@ def copy(src, dst):
     if src.kind == "desc":
         data = src.array[:byte_size(src.type, src.shape)] if src.shape is not None else src.array
     else:
+        src.check_readable("Memory_copy source")
         data = src.bytes
     if dst.kind == "desc":
         if src.kind == "desc":

@@ -1,0 +1,84 @@
+"""Reproductions of what the fuzzer found (issue: reliability), each a documented code with a
+reason in our own words, never a crash."""
+import os
+import sys
+import tempfile
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from nnhelp import ffi, lib, last_error  # noqa: E402
+
+pytestmark = pytest.mark.skipif(lib is None, reason="library not built")
+BAD_DATA = 4
+
+
+@pytest.fixture
+def prot_none_memory():
+    fd, path = tempfile.mkstemp()
+    os.write(fd, b"\0" * 4096)
+    mp = ffi.new("ANeuralNetworksMemory**")
+    assert lib.ANeuralNetworksMemory_createFromFd(4096, 0, fd, 0, mp) == 0      # the NDK allows PROT_NONE
+    yield mp[0], fd
+    lib.ANeuralNetworksMemory_free(mp[0])
+    os.close(fd)
+    os.unlink(path)
+
+
+def _add_model():
+    """ADD of two [4] float32 inputs; returns (model, compilation)."""
+    m = ffi.new("ANeuralNetworksModel**")
+    assert lib.ANeuralNetworksModel_create(m) == 0
+    dims = ffi.new("uint32_t[]", [4])
+    t = ffi.new("ANeuralNetworksOperandType*", {"type": 3, "dimensionCount": 1, "dimensions": dims})
+    s = ffi.new("ANeuralNetworksOperandType*", {"type": 1})
+    for op in (t, t, s, t):
+        assert lib.ANeuralNetworksModel_addOperand(m[0], op) == 0
+    zero = ffi.new("int32_t*", 0)
+    assert lib.ANeuralNetworksModel_setOperandValue(m[0], 2, zero, 4) == 0
+    assert lib.ANeuralNetworksModel_addOperation(m[0], 0, 3, ffi.new("uint32_t[]", [0, 1, 2]), 1,
+                                                 ffi.new("uint32_t[]", [3])) == 0
+    assert lib.ANeuralNetworksModel_identifyInputsAndOutputs(m[0], 2, ffi.new("uint32_t[]", [0, 1]), 1,
+                                                             ffi.new("uint32_t[]", [3])) == 0
+    assert lib.ANeuralNetworksModel_finish(m[0]) == 0
+    c = ffi.new("ANeuralNetworksCompilation**")
+    assert lib.ANeuralNetworksCompilation_create(m[0], c) == 0
+    assert lib.ANeuralNetworksCompilation_finish(c[0]) == 0
+    return m[0], c[0]
+
+
+def test_prot_none_memory_as_input_is_rejected(prot_none_memory):
+    mem, _ = prot_none_memory
+    model, comp = _add_model()
+    e = ffi.new("ANeuralNetworksExecution**")
+    assert lib.ANeuralNetworksExecution_create(comp, e) == 0
+    assert lib.ANeuralNetworksExecution_setInputFromMemory(e[0], 0, ffi.NULL, mem, 0, 16) == BAD_DATA
+    assert "not readable" in last_error()
+    lib.ANeuralNetworksExecution_free(e[0])
+    lib.ANeuralNetworksCompilation_free(comp)
+    lib.ANeuralNetworksModel_free(model)
+
+
+def test_prot_none_memory_as_constant_and_copy_source_is_rejected(prot_none_memory):
+    mem, fd = prot_none_memory
+    m = ffi.new("ANeuralNetworksModel**")
+    assert lib.ANeuralNetworksModel_create(m) == 0
+    t = ffi.new("ANeuralNetworksOperandType*", {"type": 3, "dimensionCount": 1,
+                                                "dimensions": ffi.new("uint32_t[]", [4])})
+    assert lib.ANeuralNetworksModel_addOperand(m[0], t) == 0
+    assert lib.ANeuralNetworksModel_setOperandValueFromMemory(m[0], 0, mem, 0, 16) == BAD_DATA
+    assert "not readable" in last_error()
+    lib.ANeuralNetworksModel_free(m[0])
+    rw = ffi.new("ANeuralNetworksMemory**")
+    assert lib.ANeuralNetworksMemory_createFromFd(4096, 3, fd, 0, rw) == 0
+    assert lib.ANeuralNetworksMemory_copy(mem, rw[0]) == BAD_DATA
+    assert "not readable" in last_error()
+    lib.ANeuralNetworksMemory_free(rw[0])
+
+
+def test_prot_none_memory_still_works_where_nothing_is_read(prot_none_memory):
+    """Creating and freeing it stays legal, as the NDK says."""
+    mem, _ = prot_none_memory
+    assert mem != ffi.NULL
+    assert np.dtype(np.float32).itemsize == 4
