@@ -454,3 +454,109 @@ def unary_table(in_dtype, in_scale, in_zp, out_dtype, out_scale, out_zp, real_fn
     tab = np.empty(256, out_dtype)
     requantize_into(tab, real, out_scale, out_zp)
     return tab
+
+
+# ---- 16-bit fixed point (gemmlowp's FixedPoint<int16_t, k>), for the quantized LSTMs -----------------
+# Values are int64 arrays holding int16 raw values; k integer bits means raw / 2**(15 - k).
+I16_MIN, I16_MAX = -32768, 32767
+
+
+def wrap16(x):
+    """int16 wrap-around of plain int16 addition / subtraction."""
+    return ((x + 32768) & 0xFFFF) - 32768
+
+
+def sat16(x):
+    return np.clip(x, I16_MIN, I16_MAX)
+
+
+def srdhm16(a, b):
+    """SaturatingRoundingDoublingHighMul on int16: round(a * b / 2**15), ties away from zero."""
+    ab = np.asarray(a, np.int64) * np.asarray(b, np.int64)
+    s = ab + np.where(ab >= 0, 1 << 14, 1 - (1 << 14))
+    r = np.where(s >= 0, s >> 15, -((-s) >> 15))        # C division truncates toward zero
+    return np.where((np.asarray(a) == I16_MIN) & (np.asarray(b) == I16_MIN), I16_MAX, r)
+
+
+def rdbpot(x, exponent):
+    """RoundingDivideByPOT on an int64 array (ties away from zero)."""
+    return _rdbpot(np.asarray(x, np.int64), exponent)
+
+
+def rescale16(x, exponent):
+    """SaturatingRoundingMultiplyByPOT<exponent> on int16 raw values."""
+    if exponent > 0:
+        return sat16(np.asarray(x, np.int64) << exponent)
+    return rdbpot(x, -exponent)
+
+
+def _const16(raw32):
+    """A gemmlowp int32 fixed-point constant as its int16 counterpart (rounding shift by 16)."""
+    return int(_rdbpot(np.array([raw32], np.int64), 16)[0])
+
+
+def _half_sum16(a, b):
+    s = np.asarray(a, np.int64) + b
+    t = s + np.where(s >= 0, 1, -1)
+    return np.where(t >= 0, t >> 1, -((-t) >> 1))
+
+
+_EXP_C, _EXP_THIRD = _const16(1895147668), _const16(715827883)
+_EXP_BARREL = [(e, _const16(m)) for e, m in ((-2, 1672461947), (-1, 1302514674), (0, 790015084),
+                                            (1, 290630308), (2, 39332535), (3, 720401), (4, 242))]
+_C48_17, _CN32_17 = _const16(1515870810), _const16(-1010580540)
+
+
+def _exp_quarter16(a):
+    """exp(a) for a in [-1/4, 0), Q0.15 in and out (Taylor series around -1/8)."""
+    x = wrap16(a + (1 << 12))
+    x2 = srdhm16(x, x)
+    x3 = srdhm16(x2, x)
+    x4 = srdhm16(x2, x2)
+    t = wrap16(srdhm16(wrap16(rdbpot(x4, 2) + x3), _EXP_THIRD) + x2)
+    return sat16(_EXP_C + srdhm16(_EXP_C, wrap16(x + rdbpot(t, 1))))
+
+
+def exp_on_negative16(a, int_bits):
+    """exp(a) for a <= 0 given with int_bits integer bits; result Q0.15."""
+    a = np.asarray(a, np.int64)
+    frac = 15 - int_bits
+    quarter = 1 << (frac - 2)
+    amq = wrap16((a & (quarter - 1)) - quarter)
+    result = _exp_quarter16(rescale16(amq, int_bits))
+    rem = wrap16(amq - a)
+    for e, mult in _EXP_BARREL:
+        if int_bits > e:
+            result = np.where((rem & (1 << (frac + e))) != 0, srdhm16(result, mult), result)
+    if int_bits > 5:
+        result = np.where(a < _const16(-(1 << (36 - int_bits))), 0, result)
+    return np.where(a == 0, I16_MAX, result)
+
+
+def _newton_1_over_1_plus_x(hd):
+    x = sat16(_C48_17 + srdhm16(hd, _CN32_17))
+    for _ in range(3):
+        one_minus = wrap16((1 << 13) - srdhm16(hd, x))
+        x = sat16(x + rescale16(srdhm16(x, one_minus), 2))
+    return x
+
+
+def logistic16(a, int_bits):
+    """gemmlowp logistic of FixedPoint<int16, int_bits> -> Q0.15."""
+    a = np.asarray(a, np.int64)
+    pos = a > 0
+    absx = np.where(pos, a, wrap16(-a))
+    e = exp_on_negative16(wrap16(-absx), int_bits)
+    rp = rescale16(_newton_1_over_1_plus_x(_half_sum16(e, I16_MAX)), 1)
+    rn = wrap16(I16_MAX - rp)
+    return np.where(a == 0, 1 << 14, np.where(pos, rp, rn))
+
+
+def tanh16(a, int_bits):
+    """gemmlowp tanh of FixedPoint<int16, int_bits> -> Q0.15."""
+    a = np.asarray(a, np.int64)
+    neg = a < 0
+    n = np.where(neg, a, wrap16(-a))
+    e = exp_on_negative16(n, int_bits + 1)
+    t = rescale16(wrap16(_newton_1_over_1_plus_x(_half_sum16(e, I16_MAX)) - (1 << 13)), 2)
+    return np.where(a == 0, 0, np.where(neg, wrap16(-t), t))

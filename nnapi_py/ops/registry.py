@@ -15,6 +15,7 @@ _MODULES = (
     "rnn",                                                                 # family 4: RNN, SVDF
     "sampling",                                                            # LSH_PROJECTION, RANDOM_MULTINOMIAL
     "lstm",                                                                # LSTM, UNI/BIDI sequence LSTM
+    "qlstm",                                                               # QUANTIZED_16BIT_LSTM, QUANTIZED_LSTM
 )
 
 for _m in _MODULES:
