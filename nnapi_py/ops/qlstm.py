@@ -1,4 +1,4 @@
-"""Quantized LSTM cells: QUANTIZED_16BIT_LSTM (and QUANTIZED_LSTM when implemented).
+"""Quantized LSTM cells: QUANTIZED_16BIT_LSTM and QUANTIZED_LSTM.
 
 QUANTIZED_16BIT_LSTM, integer-only as the reference computes it:
   * [x, h] (uint8, zero point 128) times the four gates' weights (uint8, shared zero point),
@@ -119,4 +119,151 @@ class Quantized16BitLstm(Op):
             h = Q.srdhm16(og, Q.tanh16(Q.rescale16(c, 1), 3))
             o[0][...] = c
             o[1][...] = np.clip(Q.rdbpot(h, 8), -128, 127) + 128
+        return kernel
+
+
+# ---- QUANTIZED_LSTM (feature level 4) -------------------------------------------------------------
+Q8S, Q8SY = C.TENSOR_QUANT8_ASYMM_SIGNED, C.TENSOR_QUANT8_SYMM
+f32 = np.float32
+QL_TYPES = {0: Q8S, **{k: Q8SY for k in range(1, 9)}, **{k: Q16S for k in (9, 10, 11)},
+            **{k: I32 for k in range(12, 16)}, 16: Q8SY, 17: I32, 18: Q8S, 19: Q16S,
+            **{k: Q16S for k in range(20, 24)}}
+QL_OPTIONAL = (1, 5, 9, 10, 11, 12, 16, 17, 20, 21, 22, 23, 24, 25)
+
+
+def _given(a):
+    return a is not None and np.size(a) > 0
+
+
+def _log2_exact(x):
+    """CheckedLog2: the rounded log2 of x and whether x is (nearly) a power of two."""
+    v = float(np.float32(np.log(np.float32(x))) * np.float32(1.0 / np.log(2.0)))
+    r = round(v)
+    return int(r), abs(v - r) < 1e-3
+
+
+def _matmul_acc(x, w, bias_eff, q, shift, out_zp, acc, lo, hi):
+    """MatrixBatchVectorMultiplyAccumulate: acc + requant(bias + x W') + zp, saturated."""
+    s = (np.asarray(x, np.float64) @ np.asarray(w, np.float64).T).astype(np.int64) + bias_eff
+    return np.clip(Q.multiply_by_quantized_multiplier(s, q, shift) + out_zp + acc, lo, hi)
+
+
+@register
+class QuantizedLstm(Op):
+    """QUANTIZED_LSTM: Android's integer LSTM step (int8 inputs and weights, int16 gates and
+    cell state; gemmlowp fixed-point sigmoid / tanh; integer layer normalization), transcribed
+    operation for operation (ops/quant.py holds the arithmetic)."""
+    name = "QUANTIZED_LSTM"
+    optional_inputs = QL_OPTIONAL
+
+    def validate(self, sig):
+        if len(sig.ins) != 32 or len(sig.outs) != 3:
+            sig.fail(f"expected 32 inputs and 3 outputs, got {len(sig.ins)} and {len(sig.outs)}")
+        for k in range(32):
+            if k not in QL_OPTIONAL:
+                sig.present(k)
+        for k, t in QL_TYPES.items():
+            if not sig.ins[k].omitted:
+                sig.types("input", k, (t,))
+        for k in (24, 25, 26, 27, 28, 29, 31):
+            if not sig.ins[k].omitted:
+                sig.types("input", k, (C.FLOAT32,))
+        sig.types("input", 30, (C.INT32,), "hidden state zero point")
+        sig.types("output", 0, (Q8S,), "output state")
+        sig.types("output", 1, (Q16S,), "cell state")
+        sig.types("output", 2, (Q8S,), "output")
+        cs = sig.ins[19]
+        if cs.scale:
+            shift, exact = _log2_exact(cs.scale)
+            if not exact or shift > -9:
+                sig.fail(f"input 19 (previous cell state) scale must be a power of two at most 2**-9, got {cs.scale}")
+        return 4
+
+    def infer(self, ins):
+        def fail(m):
+            raise value_error(f"{self.name}: {m}", at_runtime=False)
+        d = ins[0].dims
+        if d is None or len(d) != 2:
+            fail(f"input 0 (input) must be a 2-D tensor, got {d}")
+        b = d[0]
+        u = (ins[4].dims or (0,))[0]
+        o = (ins[8].dims or (0, 0))[1] if ins[8].dims and len(ins[8].dims) == 2 else 0
+        if not u or not o:
+            fail("inputs 4 and 8 (input-to-output and recurrent-to-output weights) must be 2-D")
+        return [(b, o), (b, u), (b, o)]
+
+    def build(self, ins, outs):
+        def sv(k, default=0.0):
+            return default if ins[k].omitted or ins[k].value is None else float(ins[k].value)
+        inter = [f32(sv(k)) for k in (26, 27, 28, 29)]
+        hidden_zp, hidden_scale = int(ins[30].value), f32(sv(31))
+        cell_clip, proj_clip = f32(sv(24)), f32(sv(25))
+        xs, hs, cs = f32(ins[0].scale), f32(ins[18].scale), ins[19].scale
+        cell_shift, _ = _log2_exact(cs)
+        x_zp, h_zp = ins[0].zp, ins[18].zp
+        infos = ins
+        name = self.name
+
+        def scale_of(k):
+            return f32(infos[k].scale)
+
+        def mult(real):
+            return Q.quantize_multiplier(float(f32(real)))
+
+        def kernel(i, o):
+            x = np.asarray(i[0], np.int64)
+            h = np.asarray(i[18], np.int64)
+            c_prev = np.asarray(i[19], np.int64)
+            cifg = not _given(i[1])
+            batch, units = c_prev.shape
+            lo16, hi16 = Q.I16_MIN, Q.I16_MAX
+
+            def gate(g, state):     # g: 0 input, 1 forget, 2 cell, 3 output; state: the peephole's cell
+                wx, wh, it = i[1 + g], i[5 + g], inter[g]
+                ax = mult(scale_of(1 + g) * xs / it)
+                ah = mult(scale_of(5 + g) * hs / it)
+                bx = -x_zp * np.asarray(wx, np.int64).sum(axis=1)
+                bh = -h_zp * np.asarray(wh, np.int64).sum(axis=1)
+                acc = _matmul_acc(x, wx, bx, ax[0], ax[1], 0, 0, lo16, hi16)
+                acc = _matmul_acc(h, wh, bh, ah[0], ah[1], 0, acc, lo16, hi16)
+                if g != 2 and _given(i[9 + (g if g < 2 else 2)]):
+                    peep = np.asarray(i[9 + (g if g < 2 else 2)], np.int64)
+                    pq = mult(float(np.float64(2.0 ** cell_shift) * float(scale_of(9 + (g if g < 2 else 2))) / float(it)))
+                    acc = np.clip(Q.multiply_by_quantized_multiplier(peep * state, pq[0], pq[1]) + acc, lo16, hi16)
+                ln = i[20 + g] if len(i) > 20 + g else None
+                if _given(ln):
+                    lq = Q.quantize_multiplier(float(infos[20 + g].scale))
+                    limit = min(1, int(10000 * float(f32(infos[20 + g].scale))))
+                    acc = Q.int_layer_norm(acc, ln, i[12 + g] if _given(i[12 + g]) else None, lq[0], lq[1], limit)
+                return acc
+
+            f = Q.logistic16(gate(1, c_prev), 3)
+            g = Q.tanh16(gate(2, c_prev), 3)
+            ig = Q.wrap16(32767 - f) if cifg else Q.logistic16(gate(0, c_prev), 3)
+            c = Q.sat16(Q.wrap16(Q.rdbpot(f * c_prev, 15)) + Q.wrap16(Q.rdbpot(ig * g, 30 + cell_shift)))
+            if cell_clip > 0:
+                qclip = int(min(max(f32(cell_clip / f32(cs)), f32(-32768)), f32(32767)))
+                if qclip > 0:
+                    c = np.clip(c, -qclip, qclip)
+            og = Q.logistic16(gate(3, c), 3)
+            t = Q.tanh16(c, 15 + cell_shift)
+            hq = mult(float(np.float32(2.0 ** -15 / float(hidden_scale) * 2.0 ** -15)))
+            hid = np.clip(Q.multiply_by_quantized_multiplier(og * t, hq[0], hq[1]) - hidden_zp, -128, 127)
+            if _given(i[16]):
+                wp = np.asarray(i[16], np.int64)
+                bp = hidden_zp * wp.sum(axis=1) + (np.asarray(i[17], np.int64) if _given(i[17]) else 0)
+                pq = mult(scale_of(16) * hidden_scale / hs)
+                out = _matmul_acc(hid, wp, bp, pq[0], pq[1], h_zp, 0, -128, 127)
+                if proj_clip > 0:
+                    qp = int(min(max(f32(proj_clip / scale_of(16)), f32(-128)), f32(127)))
+                    if qp > 0:
+                        out = np.clip(out, -qp, qp)
+            else:
+                if hid.shape[1] != o[2].shape[1]:
+                    raise value_error(f"{name}: without projection the output size must equal the number "
+                                      f"of units ({units})", at_runtime=True)
+                out = hid
+            o[1][...] = c
+            o[0][...] = out
+            o[2][...] = out
         return kernel

@@ -560,3 +560,64 @@ def tanh16(a, int_bits):
     e = exp_on_negative16(n, int_bits + 1)
     t = rescale16(wrap16(_newton_1_over_1_plus_x(_half_sum16(e, I16_MAX)) - (1 << 13)), 2)
     return np.where(a == 0, 0, np.where(neg, wrap16(-t), t))
+
+
+# ---- 32-bit helpers of the integer LSTM (scalar Python ints, per batch row) -------------------------
+def _srdhm32(a, b):
+    if a == INT32_MIN and b == INT32_MIN:
+        return INT32_MAX
+    ab = a * b
+    s = ab + ((1 << 30) if ab >= 0 else 1 - (1 << 30))
+    return s >> 31 if s >= 0 else -((-s) >> 31)
+
+
+def _sat_pot32(x, e):
+    return max(INT32_MIN, min(INT32_MAX, x << e)) if e > 0 else x
+
+
+def inv_sqrt_multiplier(value, reverse_shift=-1):
+    """GetInvSqrtQuantizedMultiplierExp: (multiplier, shift) with 1/sqrt(value) ~ multiplier * 2**shift."""
+    if value <= 1:
+        return INT32_MAX, 0
+    shift = 11
+    while value >= (1 << 29):
+        value //= 4
+        shift += 1
+    lz = 32 - value.bit_length()
+    pairs = (lz - 1) // 2 - 1
+    shift -= pairs
+    value <<= 2 * pairs
+    half_input = int(_rdbpot(np.array([value >> 1], np.int64), 1)[0])     # F3
+    half_three = (1 << 28) + (1 << 27)
+    x = 1 << 28                                                         # F3 one
+    for _ in range(5):
+        x3 = _sat_pot32(_srdhm32(_srdhm32(x, x), x), 6)
+        x = _sat_pot32(((_srdhm32(half_three, x) - _srdhm32(half_input, x3) + (1 << 31)) % (1 << 32)) - (1 << 31), 3)
+    x = _srdhm32(x, 1518500250)
+    if shift < 0:
+        x <<= -shift
+        shift = 0
+    return x, shift * reverse_shift
+
+
+def int_layer_norm(x, weights, bias, scale_q, scale_shift, variance_limit):
+    """ApplyLayerNorm of the integer LSTM: x (batch, n) int16 values -> int16 values (int64 array)."""
+    x = np.asarray(x, np.int64)
+    n = x.shape[1]
+    out = np.empty_like(x)
+    w = np.asarray(weights, np.int64)
+    b = np.asarray(bias, np.int64) if bias is not None else np.zeros(n, np.int64)
+    for r in range(x.shape[0]):
+        row = x[r]
+        s, sq = int(row.sum()), int((row * row).sum())
+        mean = (abs(s * 1024) // n) * (1 if s >= 0 else -1)                    # C division
+        variance = sq * ((1 << 20) // n) - mean * mean
+        v2 = (abs(variance) >> 20) * (1 if variance >= 0 else -1)
+        if v2 < 1:
+            v2 = variance_limit
+        qa, qb = inv_sqrt_multiplier(v2, -1)
+        rescaled = multiply_by_quantized_multiplier(1024 * row - mean, qa, qb)
+        v3 = ((rescaled * w + b + (1 << 31)) % (1 << 32)) - (1 << 31)          # int32 arithmetic
+        v4 = np.where(v3 > 0, (v3 + 512) // 1024, -((-(v3 - 512)) // 1024))
+        out[r] = np.clip(multiply_by_quantized_multiplier(v4, scale_q, scale_shift + 12), I16_MIN, I16_MAX)
+    return out
