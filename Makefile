@@ -12,10 +12,14 @@ LINK   := -Iinclude -Lbuild/lib -lneuralnetworks -Wl,-rpath,$(CURDIR)/build/lib 
 
 all: lib
 
-$(VENV)/.ready: pyproject.toml
+$(VENV)/.ready: pyproject.toml setup.py
+	@echo "== first run: creating the virtual environment $(VENV) (a minute or two; later runs skip this)"
 	$(PYTHON) -m venv $(VENV)
+	@echo "== installing cffi, numpy, pytest, setuptools into $(VENV)"
 	$(PY) -m pip install --quiet --upgrade pip >/dev/null 2>&1 || true
-	$(PY) -m pip install --quiet "cffi>=1.16" "numpy>=1.24" "pytest>=7" "setuptools>=65"
+	$(PY) -m pip install --quiet "cffi>=1.16" "numpy>=1.24" "pytest>=7" "setuptools>=65" wheel
+	@echo "== installing nnapi_py itself into $(VENV) (editable: python -m nnapi_py works from any directory)"
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e . >/dev/null
 	touch $@
 
 venv: $(VENV)/.ready
@@ -46,7 +50,7 @@ demo: build/demo
 	./build/demo
 
 test: lib $(VENV)/.test-ready
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -rs tests
 
 bench: lib $(VENV)/.test-ready
 	$(PY) bench/run.py

@@ -7,6 +7,7 @@ import sys
 
 from setuptools import setup
 from setuptools.command.build_py import build_py
+from setuptools.dist import Distribution
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 
@@ -24,5 +25,13 @@ class BuildWithLibrary(build_py):
         shutil.copytree(os.path.join(ROOT, "include"), inc)
 
 
-setup(cmdclass={"build_py": BuildWithLibrary},
+class BinaryDistribution(Distribution):
+    """The wheel holds a CPython-specific shared library: tag it for this interpreter and
+    platform (e.g. cp311-cp311-linux_x86_64), not py3-none-any."""
+
+    def has_ext_modules(self):
+        return True
+
+
+setup(cmdclass={"build_py": BuildWithLibrary}, distclass=BinaryDistribution,
       options={"build": {"build_base": "build/pip"}})   # build/lib is the library's own place

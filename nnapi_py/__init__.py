@@ -37,4 +37,11 @@ def __getattr__(name):
         if "lib" not in g:
             g["ffi"], g["lib"] = open_library()
         return g[name]
+    import importlib
+    if os.path.exists(os.path.join(_HERE, name + ".py")) or os.path.isdir(os.path.join(_HERE, name)):
+        return importlib.import_module(f"{__name__}.{name}")     # a submodule, never shadowed
+    if not name.startswith("_"):
+        _nn = importlib.import_module(__name__ + ".nn")    # the Pythonic API: nnapi_py.Model, ...
+        if hasattr(_nn, name):
+            return getattr(_nn, name)
     raise AttributeError(f"module 'nnapi_py' has no attribute {name!r}")

@@ -196,8 +196,9 @@ def Model_addOperand(h, tp, code, count, d0, d1, d2, d3, dims, scale, zp):
     else:
         d = tuple(ffi.unpack(ffi.cast("uint32_t *", dims), count))
     m.add_operand(code, d, scale, zp)
-    if _lib is not None and not m.finished and devices_mod.CONFIG.level >= _BATCH_LEVEL:
+    if _lib is not None and not m.finished and devices_mod.CONFIG.level >= _BATCH_LEVEL and not TRACE_CALLS:
         _lib.nnpy_batch_operands_for(h)       # the next operands of this model go through C
+        # (not while tracing calls: then every addOperand reaches here and is shown)
     return 0
 
 
@@ -795,10 +796,41 @@ def _onerror_for(cname, void=False):
     return onerror
 
 
+def _arg_text(a):
+    """An argument as C would show it: pointers in hex (NULL), numbers as numbers."""
+    if isinstance(a, ffi.CData):
+        if a == ffi.NULL:
+            return "NULL"
+        try:
+            return hex(int(ffi.cast("uintptr_t", a)))
+        except TypeError:
+            return repr(a)
+    if isinstance(a, bool):
+        return "true" if a else "false"
+    if isinstance(a, float):
+        return f"{a:g}"
+    if isinstance(a, int) and a >= 1 << 32:
+        return hex(a)                 # a handle or an address
+    return str(a)
+
+
+def _operand_type_text(args):
+    """addOperand's unpacked ANeuralNetworksOperandType, as the C struct it came from."""
+    h, _p, code, count, d0, d1, d2, d3, dims, scale, zp = args
+    d = [d0, d1, d2, d3][:count] if count <= 4 else \
+        list(ffi.unpack(ffi.cast("uint32_t *", dims), count)) if dims != ffi.NULL else []
+    return (f"{_arg_text(h)}, {{.type={C.TYPE_NAMES.get(code, code)}, .dimensionCount={count}, "
+            f".dimensions={d}, .scale={scale:g}, .zeroPoint={zp}}}")
+
+
 def _traced(cname, fn):
     def wrapper(*args):
         r = fn(*args)
-        sys.stderr.write(f"nnapi_py: {cname}{args!r} -> {r}\n")
+        if cname == "ANeuralNetworksModel_addOperand" and len(args) == 11:
+            sys.stderr.write(f"nnapi_py: {cname}({_operand_type_text(args)}) -> {C.RESULT_NAMES.get(r, r)}\n")
+            return r
+        res = C.RESULT_NAMES.get(r, r) if isinstance(r, int) else r
+        sys.stderr.write(f"nnapi_py: {cname}({', '.join(_arg_text(a) for a in args)}) -> {res}\n")
         return r
     return wrapper
 

@@ -1,8 +1,12 @@
 """ANeuralNetworksModel: operands, operations, constants and graph validation."""
+import os
+import sys
+
 import numpy as np
 
 from . import constants as C
 from . import devices
+from . import inspect
 from .errors import NNError, bad_data, bad_state
 from .operand import check_operand_type, fully_specified, byte_size, dims_text
 from .ops import registry
@@ -10,6 +14,8 @@ from .ops.base import Info, ChannelQuant, Sig
 
 # operand lifetimes
 TEMP, INPUT, OUTPUT, CONST, CONST_REF, NO_VALUE, SUBGRAPH = range(7)
+_LIFE_NAMES = ("temporary", "input", "output", "constant", "constant", "omitted", "model")
+_DUMP = bool(os.environ.get("NNAPI_PY_DUMP"))     # NNAPI_PY_DUMP=DIR: every finished model as JSON + dot
 _SMALL = C.MAX_SIZE_OF_IMMEDIATELY_COPIED_VALUES
 
 
@@ -184,6 +190,11 @@ class Model:
             self.invalid = True
             raise
         self.finished = True
+        if _DUMP:
+            try:
+                inspect.dump_runtime_model(self, [_LIFE_NAMES[x] for x in self.life])
+            except OSError as e:        # a dump directory problem must not fail the client's call
+                sys.stderr.write(f"nnapi_py: NNAPI_PY_DUMP: cannot write the model: {e}\n")
 
     def _validate_graph(self):
         n = len(self.types)

@@ -1,0 +1,634 @@
+"""The Pythonic API: build, compile and run NNAPI models from numpy.
+
+Every call goes through the exported ``ANeuralNetworks*`` functions of the same C library a C
+client links (``from nnapi_py import ffi, lib``); this module only keeps Python-side
+bookkeeping (operand types, names, the graph for inspection).
+
+    import numpy as np, nnapi_py as nn
+    m = nn.Model()
+    x = m.input("x", nn.float32, (1, 4))
+    w = m.constant(np.array([[10, 20, 30, 40]], np.float32))
+    y = m.op("ADD", x, w, 0)
+    m.output(y, "y")
+    c = m.compile(preference="fast_single_answer")
+    out = c.run({"x": np.arange(4, dtype=np.float32).reshape(1, 4)})     # {"y": array}
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from dataclasses import dataclass
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from . import constants as C
+from . import inspect as _inspect
+
+__all__ = ["NNAPIError", "OperandType", "Model", "Operand", "Compilation", "Execution", "Burst", "Memory",
+           "float32", "float16", "int32", "uint32", "bool8", "quant8_asymm", "quant8_asymm_signed",
+           "quant8_symm", "quant16_symm", "quant16_asymm", "quant8_symm_per_channel", "device_names",
+           "feature_level"]
+
+
+def _api():
+    from . import ffi, lib
+    return ffi, lib
+
+
+# ---- errors ---------------------------------------------------------------------------------------
+class NNAPIError(Exception):
+    """A call of the library returned a non-zero result code.
+
+    ``code`` (int), ``code_name`` (e.g. "BAD_DATA"), ``reason`` (the library's one-line reason),
+    ``call`` (the ANeuralNetworks* function)."""
+
+    def __init__(self, code: int, reason: str, call: str = ""):
+        self.code = code
+        self.code_name = C.RESULT_NAMES.get(code, str(code))
+        self.reason = reason
+        self.call = call
+        super().__init__(f"{call}: {self.code_name}: {reason}" if call else f"{self.code_name}: {reason}")
+
+
+def _check(rc: int, call: str) -> None:
+    if rc != 0:
+        ffi, lib = _api()
+        raise NNAPIError(rc, ffi.string(lib.nnapi_py_last_error()).decode(errors="replace"), call)
+
+
+# ---- operand types ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class OperandType:
+    """An NNAPI operand type: code, and quantization (scale, zero point, per-channel scales)."""
+    code: int
+    scale: float = 0.0
+    zero_point: int = 0
+    channel_scales: Optional[Tuple[float, ...]] = None
+    channel_dim: int = 0
+
+    @property
+    def name(self) -> str:
+        return C.TYPE_NAMES.get(self.code, str(self.code))
+
+    @property
+    def dtype(self) -> np.dtype:
+        return C.DTYPES[self.code]
+
+    @property
+    def is_scalar(self) -> bool:
+        return self.code in C.SCALAR_TYPES
+
+    def __repr__(self):
+        q = f", scale={self.scale:g}, zero_point={self.zero_point}" if self.scale or self.zero_point else ""
+        return f"nn.{self.name.lower()}{q}"
+
+
+float32 = OperandType(C.TENSOR_FLOAT32)
+float16 = OperandType(C.TENSOR_FLOAT16)
+int32 = OperandType(C.TENSOR_INT32)
+bool8 = OperandType(C.TENSOR_BOOL8)
+uint32 = OperandType(C.UINT32)
+scalar_float32, scalar_float16 = OperandType(C.FLOAT32), OperandType(C.FLOAT16)
+scalar_int32, scalar_bool = OperandType(C.INT32), OperandType(C.BOOL)
+
+
+def quant8_asymm(scale: float, zero_point: int) -> OperandType:
+    return OperandType(C.TENSOR_QUANT8_ASYMM, float(scale), int(zero_point))
+
+
+def quant8_asymm_signed(scale: float, zero_point: int) -> OperandType:
+    return OperandType(C.TENSOR_QUANT8_ASYMM_SIGNED, float(scale), int(zero_point))
+
+
+def quant8_symm(scale: float) -> OperandType:
+    return OperandType(C.TENSOR_QUANT8_SYMM, float(scale), 0)
+
+
+def quant16_symm(scale: float) -> OperandType:
+    return OperandType(C.TENSOR_QUANT16_SYMM, float(scale), 0)
+
+
+def quant16_asymm(scale: float, zero_point: int) -> OperandType:
+    return OperandType(C.TENSOR_QUANT16_ASYMM, float(scale), int(zero_point))
+
+
+def quant8_symm_per_channel(scales: Sequence[float], channel_dim: int = 0) -> OperandType:
+    return OperandType(C.TENSOR_QUANT8_SYMM_PER_CHANNEL, 0.0, 0, tuple(float(s) for s in scales), channel_dim)
+
+
+_DTYPE_TYPES = {np.dtype(np.float32): float32, np.dtype(np.float16): float16, np.dtype(np.int32): int32,
+                np.dtype(np.bool_): bool8}
+_PREFERENCES = {"low_power": C.PREFER_LOW_POWER, "fast_single_answer": C.PREFER_FAST_SINGLE_ANSWER,
+                "sustained_speed": C.PREFER_SUSTAINED_SPEED}
+_PRIORITIES = {"low": 90, "medium": 100, "high": 110}
+
+# output types that differ from "the type and quantization of the first tensor input"
+_BOOL_OUT = {"EQUAL", "NOT_EQUAL", "GREATER", "GREATER_EQUAL", "LESS", "LESS_EQUAL", "LOGICAL_AND",
+             "LOGICAL_OR", "LOGICAL_NOT", "REDUCE_ALL", "REDUCE_ANY"}
+_INT_OUT = {"ARGMAX", "ARGMIN"}
+
+
+# ---- memory -----------------------------------------------------------------------------------------
+class Memory:
+    """An ANeuralNetworksMemory over a file descriptor (``Memory.from_fd``) or holding a copy of a
+    numpy array (``Memory(array)``: a private temporary file, mapped read/write)."""
+
+    def __init__(self, array: Optional[np.ndarray] = None, *, size: Optional[int] = None):
+        ffi, lib = _api()
+        data = None if array is None else np.ascontiguousarray(array)
+        n = data.nbytes if data is not None else int(size or 0)
+        fd, path = tempfile.mkstemp(prefix="nnapi_py-mem-")
+        os.unlink(path)
+        try:
+            os.ftruncate(fd, n)
+            if data is not None:
+                os.pwrite(fd, data.tobytes(), 0)
+            self._init(n, 3, fd, 0)
+        finally:
+            os.close(fd)                  # the library keeps its own duplicate
+        self.dtype = None if data is None else data.dtype
+        self.shape = None if data is None else data.shape
+
+    @classmethod
+    def from_fd(cls, fd: int, size: int, prot: int = 3, offset: int = 0) -> "Memory":
+        m = cls.__new__(cls)
+        m._init(size, prot, fd, offset)
+        m.dtype = m.shape = None
+        return m
+
+    def _init(self, size, prot, fd, offset):
+        ffi, lib = _api()
+        p = ffi.new("ANeuralNetworksMemory**")
+        _check(lib.ANeuralNetworksMemory_createFromFd(size, prot, fd, offset, p), "ANeuralNetworksMemory_createFromFd")
+        self.handle, self.size = p[0], size
+
+    def free(self) -> None:
+        if getattr(self, "handle", None) is not None:
+            _api()[1].ANeuralNetworksMemory_free(self.handle)
+            self.handle = None
+
+    def __del__(self):
+        try:
+            self.free()
+        except Exception:       # interpreter shutdown
+            pass
+
+
+# ---- model --------------------------------------------------------------------------------------------
+class Operand:
+    """One operand of a Model (returned by input / constant / op)."""
+    __slots__ = ("model", "index", "type", "dims", "name")
+
+    def __init__(self, model: "Model", index: int, type: OperandType, dims: Tuple[int, ...], name: str):
+        self.model, self.index, self.type, self.dims, self.name = model, index, type, dims, name
+
+    def __repr__(self):
+        return f"<operand {self.index} {self.name!r} {self.type.name} {list(self.dims)}>"
+
+
+OperandLike = Union[Operand, int, float, bool, np.ndarray, "Model"]
+
+
+class Model:
+    """An ANeuralNetworksModel being built; ``compile()`` finishes it."""
+
+    def __init__(self, name: str = "model", *, relaxed: bool = False):
+        ffi, lib = _api()
+        p = ffi.new("ANeuralNetworksModel**")
+        _check(lib.ANeuralNetworksModel_create(p), "ANeuralNetworksModel_create")
+        self.handle, self.name, self.relaxed = p[0], name, relaxed
+        self.operands: List[Operand] = []
+        self.operations: List[Tuple[str, List[int], List[int]]] = []
+        self.inputs: List[Operand] = []
+        self.outputs: List[Operand] = []
+        self.values: Dict[int, Any] = {}
+        self._keep: List[Any] = []
+        self.finished = False
+
+    # -- operands
+    def _add(self, t: OperandType, dims: Sequence[int], name: str) -> Operand:
+        ffi, lib = _api()
+        dims = tuple(int(d) for d in dims)
+        d = ffi.new("uint32_t[]", dims) if dims else ffi.NULL
+        ot = ffi.new("ANeuralNetworksOperandType*", {"type": t.code, "dimensionCount": len(dims), "dimensions": d,
+                                                     "scale": t.scale, "zeroPoint": t.zero_point})
+        _check(lib.ANeuralNetworksModel_addOperand(self.handle, ot), "ANeuralNetworksModel_addOperand")
+        o = Operand(self, len(self.operands), t, dims, name or f"t{len(self.operands)}")
+        self.operands.append(o)
+        if t.channel_scales is not None:
+            sc = ffi.new("float[]", list(t.channel_scales))
+            prm = ffi.new("ANeuralNetworksSymmPerChannelQuantParams*",
+                          {"channelDim": t.channel_dim, "scaleCount": len(t.channel_scales), "scales": sc})
+            _check(lib.ANeuralNetworksModel_setOperandSymmPerChannelQuantParams(self.handle, o.index, prm),
+                   "ANeuralNetworksModel_setOperandSymmPerChannelQuantParams")
+        return o
+
+    def input(self, name: str, type: OperandType, shape: Sequence[int]) -> Operand:
+        """A model input; 0 in shape means a dimension given at execution time."""
+        o = self._add(type, shape, name)
+        self.inputs.append(o)
+        return o
+
+    def constant(self, value: Any, type: Optional[OperandType] = None, name: str = "") -> Operand:
+        """A constant from a numpy array / Python number (copied when <= 128 bytes, otherwise
+        referenced: this Model keeps the array alive), or a (Memory, offset, length) triple."""
+        ffi, lib = _api()
+        if isinstance(value, tuple) and value and isinstance(value[0], Memory):
+            mem, offset, length = value
+            if type is None:
+                raise ValueError("a constant in a Memory needs its type")
+            o = self._add(type, (length // max(type.dtype.itemsize, 1),), name)
+            _check(lib.ANeuralNetworksModel_setOperandValueFromMemory(self.handle, o.index, mem.handle, offset, length),
+                   "ANeuralNetworksModel_setOperandValueFromMemory")
+            self._keep.append(mem)
+            return o
+        a = np.asarray(value)
+        if type is None:
+            type = _DTYPE_TYPES.get(a.dtype)
+            if type is None:
+                raise ValueError(f"give the operand type of a {a.dtype} constant (e.g. nn.quant8_asymm(scale, zp))")
+            if a.ndim == 0:
+                type = {C.TENSOR_FLOAT32: scalar_float32, C.TENSOR_FLOAT16: scalar_float16,
+                        C.TENSOR_INT32: scalar_int32, C.TENSOR_BOOL8: scalar_bool}[type.code]
+        a = np.array(a, dtype=type.dtype, order="C")          # a private copy (0-d stays 0-d)
+        if type.is_scalar:
+            a = a.reshape(())
+        o = self._add(type, () if type.is_scalar else a.shape, name)
+        self._keep.append(a)
+        self.values[o.index] = a
+        _check(lib.ANeuralNetworksModel_setOperandValue(self.handle, o.index, ffi.from_buffer(a), a.nbytes),
+               "ANeuralNetworksModel_setOperandValue")
+        return o
+
+    def omitted(self, type: OperandType = float32) -> Operand:
+        """An omitted optional input (no value)."""
+        ffi, lib = _api()
+        o = self._add(type, (), "omitted")
+        _check(lib.ANeuralNetworksModel_setOperandValue(self.handle, o.index, ffi.NULL, 0),
+               "ANeuralNetworksModel_setOperandValue")
+        return o
+
+    def _operand(self, v: OperandLike, float_scalar: OperandType) -> Operand:
+        if isinstance(v, Operand):
+            if v.model is not self:
+                raise ValueError(f"{v!r} belongs to another model")
+            return v
+        if isinstance(v, Model):
+            ffi, lib = _api()
+            v._finish()
+            o = self._add(OperandType(C.MODEL), (), v.name)
+            _check(lib.ANeuralNetworksModel_setOperandValueFromModel(self.handle, o.index, v.handle),
+                   "ANeuralNetworksModel_setOperandValueFromModel")
+            self._keep.append(v)
+            return o
+        if isinstance(v, (bool, np.bool_)):
+            return self.constant(np.array(v, np.bool_), scalar_bool)
+        if isinstance(v, (int, np.integer)):
+            return self.constant(np.array(v, np.int32), scalar_int32)
+        if isinstance(v, (float, np.floating)):
+            return self.constant(np.array(v, float_scalar.dtype), float_scalar)
+        return self.constant(v)
+
+    def op(self, operation: Union[str, int], *inputs: OperandLike,
+           outputs: Optional[Sequence[Union[OperandType, Tuple[OperandType, Sequence[int]]]]] = None,
+           names: Sequence[str] = ()) -> Union[Operand, Tuple[Operand, ...]]:
+        """Add an operation (by name, e.g. "CONV_2D", or code).  Python numbers become scalar
+        operands (int: INT32, float: FLOAT32 or FLOAT16 next to float16 tensors, bool: BOOL);
+        numpy arrays become constants; a Model becomes a subgraph operand (IF, WHILE).
+
+        outputs: types (or (type, shape) pairs) of the results; by default one output of the
+        first tensor input's type and quantization (BOOL8 for comparisons, INT32 for
+        ARGMAX/ARGMIN, the branch/body outputs for IF/WHILE), with its shape left to the
+        runtime's shape rules.  Returns an Operand, or a tuple of them."""
+        ffi, lib = _api()
+        name = operation if isinstance(operation, str) else C.OPERATION_NAMES[operation]
+        code = C.OPERATION_CODES[name] if isinstance(operation, str) else int(operation)
+        first = next((v for v in inputs if isinstance(v, Operand) and not v.type.is_scalar), None)
+        fs = scalar_float16 if first is not None and first.type.code == C.TENSOR_FLOAT16 else scalar_float32
+        ins = [self._operand(v, fs) for v in inputs]
+        if outputs is None:
+            outputs = self._default_outputs(name, ins, first)
+        outs = []
+        for k, spec in enumerate(outputs):
+            t, shape = spec if isinstance(spec, tuple) else (spec, None)
+            if shape is None:
+                shape = (0,) * len(first.dims) if first is not None and first.dims else ()
+                if name in ("IF", "WHILE") or (first is not None and not first.dims):
+                    shape = ()
+            outs.append(self._add(t, shape, names[k] if k < len(names) else f"{name.lower()}_{len(self.operands)}"))
+        _check(lib.ANeuralNetworksModel_addOperation(self.handle, code, len(ins), ffi.new("uint32_t[]", [o.index for o in ins]),
+                                                     len(outs), ffi.new("uint32_t[]", [o.index for o in outs])),
+               f"ANeuralNetworksModel_addOperation({name})")
+        self.operations.append((name, [o.index for o in ins], [o.index for o in outs]))
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _default_outputs(self, name, ins, first):
+        if name in ("IF", "WHILE"):
+            sub = next(v for v in self._keep[::-1] if isinstance(v, Model) and
+                       any(o.type.code == C.MODEL for o in ins))
+            return [o.type for o in sub.outputs]
+        if first is None:
+            raise ValueError(f"{name}: give the output types (outputs=[...])")
+        t = first.type
+        if name in _BOOL_OUT:
+            t = bool8
+        elif name in _INT_OUT:
+            t = int32
+        return [t]
+
+    def output(self, operand: Operand, name: Optional[str] = None) -> Operand:
+        if name:
+            operand.name = name
+        self.outputs.append(operand)
+        return operand
+
+    def _finish(self) -> None:
+        if self.finished:
+            return
+        ffi, lib = _api()
+        if self.relaxed:
+            _check(lib.ANeuralNetworksModel_relaxComputationFloat32toFloat16(self.handle, True),
+                   "ANeuralNetworksModel_relaxComputationFloat32toFloat16")
+        ins = ffi.new("uint32_t[]", [o.index for o in self.inputs] or [0])
+        outs = ffi.new("uint32_t[]", [o.index for o in self.outputs] or [0])
+        _check(lib.ANeuralNetworksModel_identifyInputsAndOutputs(self.handle, len(self.inputs), ins,
+                                                                 len(self.outputs), outs),
+               "ANeuralNetworksModel_identifyInputsAndOutputs")
+        _check(lib.ANeuralNetworksModel_finish(self.handle), "ANeuralNetworksModel_finish")
+        self.finished = True
+
+    def compile(self, *, preference: Union[str, int] = "fast_single_answer", devices: Optional[Iterable[str]] = None,
+                priority: Union[str, int, None] = None, timeout_ns: Optional[int] = None,
+                cache_dir: Optional[str] = None, token: Optional[bytes] = None) -> "Compilation":
+        """Finish the model and compile it (preference "low_power" / "fast_single_answer" /
+        "sustained_speed"; devices: device names for createForDevices; priority "low" /
+        "medium" / "high"; timeout_ns; cache_dir + 32-byte token for setCaching)."""
+        self._finish()
+        return Compilation(self, preference, devices, priority, timeout_ns, cache_dir, token)
+
+    # -- inspection
+    def to_dict(self) -> dict:
+        return _inspect.model_dict(
+            [(o.type.code, list(o.dims), o.type.scale, o.type.zero_point, o.name) for o in self.operands],
+            self.operations, [o.index for o in self.inputs], [o.index for o in self.outputs],
+            {k: v for k, v in self.values.items()})
+
+    def summary(self) -> str:
+        return _inspect.summary(self.to_dict())
+
+    def to_json(self) -> str:
+        return _inspect.to_json(self.to_dict())
+
+    def to_dot(self) -> str:
+        return _inspect.to_dot(self.to_dict())
+
+    def to_svg(self) -> str:
+        """SVG rendering of to_dot() (needs Graphviz's `dot` on PATH)."""
+        return _inspect.render_svg(self.to_dot())
+
+    def __del__(self):
+        try:
+            if getattr(self, "handle", None) is not None:
+                _api()[1].ANeuralNetworksModel_free(self.handle)
+                self.handle = None
+        except Exception:
+            pass
+
+
+# ---- compilation and execution -----------------------------------------------------------------------
+def _device_handles(names):
+    ffi, lib = _api()
+    n = ffi.new("uint32_t*")
+    _check(lib.ANeuralNetworks_getDeviceCount(n), "ANeuralNetworks_getDeviceCount")
+    found = {}
+    for k in range(n[0]):
+        d = ffi.new("ANeuralNetworksDevice**")
+        _check(lib.ANeuralNetworks_getDevice(k, d), "ANeuralNetworks_getDevice")
+        s = ffi.new("char**")
+        _check(lib.ANeuralNetworksDevice_getName(d[0], s), "ANeuralNetworksDevice_getName")
+        found[ffi.string(s[0]).decode()] = d[0]
+    missing = [x for x in names if x not in found]
+    if missing:
+        raise ValueError(f"no device named {missing} (devices: {sorted(found)})")
+    return [found[x] for x in names]
+
+
+def device_names() -> List[str]:
+    """Names of the devices the library shows (see NNAPI_PY_DEVICES)."""
+    ffi, lib = _api()
+    n = ffi.new("uint32_t*")
+    _check(lib.ANeuralNetworks_getDeviceCount(n), "ANeuralNetworks_getDeviceCount")
+    out = []
+    for k in range(n[0]):
+        d = ffi.new("ANeuralNetworksDevice**")
+        _check(lib.ANeuralNetworks_getDevice(k, d), "ANeuralNetworks_getDevice")
+        s = ffi.new("char**")
+        _check(lib.ANeuralNetworksDevice_getName(d[0], s), "ANeuralNetworksDevice_getName")
+        out.append(ffi.string(s[0]).decode())
+    return out
+
+
+def feature_level() -> int:
+    return int(_api()[1].ANeuralNetworks_getRuntimeFeatureLevel())
+
+
+class Compilation:
+    def __init__(self, model, preference, devices, priority, timeout_ns, cache_dir, token):
+        ffi, lib = _api()
+        self.model = model
+        p = ffi.new("ANeuralNetworksCompilation**")
+        if devices is not None:
+            hs = _device_handles(list(devices))
+            arr = ffi.new("ANeuralNetworksDevice*[]", hs)
+            _check(lib.ANeuralNetworksCompilation_createForDevices(model.handle, arr, len(hs), p),
+                   "ANeuralNetworksCompilation_createForDevices")
+        else:
+            _check(lib.ANeuralNetworksCompilation_create(model.handle, p), "ANeuralNetworksCompilation_create")
+        self.handle = p[0]
+        pref = _PREFERENCES[preference] if isinstance(preference, str) else int(preference)
+        _check(lib.ANeuralNetworksCompilation_setPreference(self.handle, pref), "ANeuralNetworksCompilation_setPreference")
+        if priority is not None:
+            pr = _PRIORITIES[priority] if isinstance(priority, str) else int(priority)
+            _check(lib.ANeuralNetworksCompilation_setPriority(self.handle, pr), "ANeuralNetworksCompilation_setPriority")
+        if timeout_ns is not None:
+            _check(lib.ANeuralNetworksCompilation_setTimeout(self.handle, int(timeout_ns)),
+                   "ANeuralNetworksCompilation_setTimeout")
+        if cache_dir is not None:
+            tok = ffi.new("uint8_t[]", bytes(token or b"\0" * 32))
+            _check(lib.ANeuralNetworksCompilation_setCaching(self.handle, cache_dir.encode(), tok),
+                   "ANeuralNetworksCompilation_setCaching")
+        _check(lib.ANeuralNetworksCompilation_finish(self.handle), "ANeuralNetworksCompilation_finish")
+
+    def execution(self, *, reusable: bool = False, timeout_ns: Optional[int] = None,
+                  measure_timing: bool = False) -> "Execution":
+        return Execution(self, reusable, timeout_ns, measure_timing)
+
+    def run(self, inputs: Union[Mapping[str, Any], Sequence[Any]], outputs: Optional[Mapping[str, np.ndarray]] = None
+            ) -> Dict[str, np.ndarray]:
+        """One synchronous execution: {input name: array} (or a list in input order) ->
+        {output name: array}; dynamic output shapes come back as the execution reports them."""
+        return self.execution().run(inputs, outputs)
+
+    def run_async(self, inputs, outputs=None) -> Dict[str, np.ndarray]:
+        """startCompute + Event_wait."""
+        return self.execution().run(inputs, outputs, mode="async")
+
+    def burst(self) -> "Burst":
+        return Burst(self)
+
+    def __del__(self):
+        try:
+            if getattr(self, "handle", None) is not None:
+                _api()[1].ANeuralNetworksCompilation_free(self.handle)
+                self.handle = None
+        except Exception:
+            pass
+
+
+class Burst:
+    """A burst object: run(inputs) executes through ANeuralNetworksExecution_burstCompute."""
+
+    def __init__(self, compilation: Compilation):
+        ffi, lib = _api()
+        p = ffi.new("ANeuralNetworksBurst**")
+        _check(lib.ANeuralNetworksBurst_create(compilation.handle, p), "ANeuralNetworksBurst_create")
+        self.handle, self.compilation = p[0], compilation
+
+    def run(self, inputs, outputs=None) -> Dict[str, np.ndarray]:
+        return self.compilation.execution().run(inputs, outputs, mode="burst", burst=self)
+
+    def __del__(self):
+        try:
+            if getattr(self, "handle", None) is not None:
+                _api()[1].ANeuralNetworksBurst_free(self.handle)
+                self.handle = None
+        except Exception:
+            pass
+
+
+def _max_elements(o: Operand, given: Dict[str, np.ndarray]) -> int:
+    if o.dims and all(o.dims):
+        return int(np.prod(o.dims))
+    biggest = max([a.size for a in given.values()] + [1])
+    return max(biggest * 16, 1 << 16)
+
+
+class Execution:
+    """One ANeuralNetworksExecution (reusable=True: run it again and again)."""
+
+    def __init__(self, compilation: Compilation, reusable=False, timeout_ns=None, measure_timing=False):
+        ffi, lib = _api()
+        p = ffi.new("ANeuralNetworksExecution**")
+        _check(lib.ANeuralNetworksExecution_create(compilation.handle, p), "ANeuralNetworksExecution_create")
+        self.handle, self.compilation, self.model = p[0], compilation, compilation.model
+        self._bound = None
+        if reusable:
+            _check(lib.ANeuralNetworksExecution_setReusable(self.handle, True), "ANeuralNetworksExecution_setReusable")
+        if timeout_ns is not None:
+            _check(lib.ANeuralNetworksExecution_setTimeout(self.handle, int(timeout_ns)),
+                   "ANeuralNetworksExecution_setTimeout")
+        if measure_timing:
+            _check(lib.ANeuralNetworksExecution_setMeasureTiming(self.handle, True),
+                   "ANeuralNetworksExecution_setMeasureTiming")
+
+    def _bind(self, inputs, outputs):
+        ffi, lib = _api()
+        m = self.model
+        if not isinstance(inputs, Mapping):
+            inputs = {o.name: v for o, v in zip(m.inputs, inputs)}
+        unknown = set(inputs) - {o.name for o in m.inputs}
+        if unknown:
+            raise KeyError(f"no model input named {sorted(unknown)} (inputs: {[o.name for o in m.inputs]})")
+        keep, arrays = [], {}
+        for k, o in enumerate(m.inputs):
+            v = inputs.get(o.name)
+            if v is None:
+                _check(lib.ANeuralNetworksExecution_setInput(self.handle, k, ffi.NULL, ffi.NULL, 0),
+                       "ANeuralNetworksExecution_setInput")
+                continue
+            if isinstance(v, Memory):
+                _check(lib.ANeuralNetworksExecution_setInputFromMemory(self.handle, k, ffi.NULL, v.handle, 0, v.size),
+                       "ANeuralNetworksExecution_setInputFromMemory")
+                continue
+            a = np.ascontiguousarray(v, dtype=o.type.dtype)
+            keep.append(a)
+            arrays[o.name] = a
+            t = ffi.NULL
+            if o.dims and not all(o.dims):
+                d = ffi.new("uint32_t[]", a.shape)
+                keep.append(d)
+                t = ffi.new("ANeuralNetworksOperandType*", {"type": o.type.code, "dimensionCount": a.ndim,
+                                                            "dimensions": d, "scale": o.type.scale,
+                                                            "zeroPoint": o.type.zero_point})
+                keep.append(t)
+            _check(lib.ANeuralNetworksExecution_setInput(self.handle, k, t, ffi.from_buffer(a), a.nbytes),
+                   "ANeuralNetworksExecution_setInput")
+        outs = {}
+        for k, o in enumerate(m.outputs):
+            b = (outputs or {}).get(o.name)
+            if b is None:
+                b = np.empty(_max_elements(o, arrays), o.type.dtype)
+            outs[o.name] = b
+            _check(lib.ANeuralNetworksExecution_setOutput(self.handle, k, ffi.NULL, ffi.from_buffer(b), b.nbytes),
+                   "ANeuralNetworksExecution_setOutput")
+        self._bound = (keep, outs)
+
+    def run(self, inputs=None, outputs=None, mode: str = "sync", burst: Optional[Burst] = None) -> Dict[str, np.ndarray]:
+        """Bind inputs (first run, or new ones) and compute; mode "sync", "async" or "burst"."""
+        ffi, lib = _api()
+        if inputs is not None or self._bound is None:
+            self._bind(inputs or {}, outputs)
+        if mode == "async":
+            ev = ffi.new("ANeuralNetworksEvent**")
+            _check(lib.ANeuralNetworksExecution_startCompute(self.handle, ev), "ANeuralNetworksExecution_startCompute")
+            try:
+                _check(lib.ANeuralNetworksEvent_wait(ev[0]), "ANeuralNetworksEvent_wait")
+            finally:
+                lib.ANeuralNetworksEvent_free(ev[0])
+        elif mode == "burst":
+            _check(lib.ANeuralNetworksExecution_burstCompute(self.handle, burst.handle),
+                   "ANeuralNetworksExecution_burstCompute")
+        else:
+            _check(lib.ANeuralNetworksExecution_compute(self.handle), "ANeuralNetworksExecution_compute")
+        result = {}
+        for k, o in enumerate(self.model.outputs):
+            r = ffi.new("uint32_t*")
+            _check(lib.ANeuralNetworksExecution_getOutputOperandRank(self.handle, k, r),
+                   "ANeuralNetworksExecution_getOutputOperandRank")
+            shape: Tuple[int, ...] = ()
+            if r[0]:
+                d = ffi.new("uint32_t[]", r[0])
+                _check(lib.ANeuralNetworksExecution_getOutputOperandDimensions(self.handle, k, d),
+                       "ANeuralNetworksExecution_getOutputOperandDimensions")
+                shape = tuple(d[i] for i in range(r[0]))
+            buf = self._bound[1][o.name]
+            result[o.name] = buf[:int(np.prod(shape))].reshape(shape).copy()
+        return result
+
+    def duration(self, kind: int = 0) -> int:
+        """getDuration (after measure_timing=True): nanoseconds (UINT64_MAX when unavailable)."""
+        ffi, lib = _api()
+        d = ffi.new("uint64_t*")
+        _check(lib.ANeuralNetworksExecution_getDuration(self.handle, kind, d), "ANeuralNetworksExecution_getDuration")
+        return int(d[0])
+
+    def __del__(self):
+        try:
+            if getattr(self, "handle", None) is not None:
+                _api()[1].ANeuralNetworksExecution_free(self.handle)
+                self.handle = None
+        except Exception:
+            pass
+
+
+# ---- device settings (NNAPI_PY_FEATURE_LEVEL / NNAPI_PY_DEVICES / NNAPI_PY_FAULTS) -------------------
+@contextlib.contextmanager
+def emulated(feature_level: Optional[int] = None, devices: Optional[str] = None, faults: Optional[str] = None):
+    """Within the block, the library behaves as the given Android release / shows the given
+    virtual devices / injects the given faults (the same settings as the environment variables,
+    see README "Testing your client's code paths")."""
+    from . import devices as _devices
+    with _devices.emulated(feature_level=feature_level, devices=devices, faults=faults):
+        yield
