@@ -553,6 +553,8 @@ class Execution:
                        "ANeuralNetworksExecution_setInputFromMemory")
                 continue
             a = np.ascontiguousarray(v, dtype=o.type.dtype)
+            if a is v and not a.flags.writeable:
+                a = a.copy()
             keep.append(a)
             arrays[o.name] = a
             t = ffi.NULL
@@ -573,13 +575,27 @@ class Execution:
             outs[o.name] = b
             _check(lib.ANeuralNetworksExecution_setOutput(self.handle, k, ffi.NULL, ffi.from_buffer(b), b.nbytes),
                    "ANeuralNetworksExecution_setOutput")
-        self._bound = (keep, outs)
+        self._bound = (keep, outs, arrays)
 
     def run(self, inputs=None, outputs=None, mode: str = "sync", burst: Optional[Burst] = None) -> Dict[str, np.ndarray]:
-        """Bind inputs (first run, or new ones) and compute; mode "sync", "async" or "burst"."""
+        """Compute; mode "sync", "async" or "burst".  The first run binds the inputs (zero-copy
+        where the arrays already have the operand's dtype and layout); later runs of a reusable
+        execution copy new input values into the bound buffers (same shapes)."""
         ffi, lib = _api()
-        if inputs is not None or self._bound is None:
+        if self._bound is None:
             self._bind(inputs or {}, outputs)
+        elif inputs:
+            bound = self._bound[2]
+            if not isinstance(inputs, Mapping):
+                inputs = {o.name: v for o, v in zip(self.model.inputs, inputs)}
+            for name, v in inputs.items():
+                if name not in bound:
+                    raise KeyError(f"input {name!r} was not bound by the first run (a Memory or omitted)")
+                a = np.asarray(v, dtype=bound[name].dtype)
+                if a.shape != bound[name].shape:
+                    raise ValueError(f"input {name!r}: shape {a.shape} differs from the bound {bound[name].shape} "
+                                     f"(a reusable execution keeps its shapes; create a new execution)")
+                bound[name][...] = a
         if mode == "async":
             ev = ffi.new("ANeuralNetworksEvent**")
             _check(lib.ANeuralNetworksExecution_startCompute(self.handle, ev), "ANeuralNetworksExecution_startCompute")

@@ -1,0 +1,273 @@
+"""The Pythonic API (nnapi_py.nn) over the C library: every kind of operand, the error path,
+sync / async / burst / reusable executions, Memory, control flow, dynamic shapes, device
+settings, inspection (summary / JSON / dot), NNAPI_PY_DUMP + `python -m nnapi_py show`, and
+NNAPI_PY_TRACE=calls."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import nnapi_py as nn
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+try:
+    nn.feature_level()
+    HAVE_LIB = True
+except Exception:      # library not built
+    HAVE_LIB = False
+pytestmark = pytest.mark.skipif(not HAVE_LIB, reason="library not built (make lib)")
+
+
+def add_model(t=nn.float32, shape=(1, 4)):
+    m = nn.Model("add")
+    x = m.input("x", t, shape)
+    w = m.constant(np.arange(1, 1 + int(np.prod(shape)), dtype=t.dtype).reshape(shape))
+    m.output(m.op("ADD", x, w, 0), "y")
+    return m
+
+
+def test_readme_example():
+    m = nn.Model()
+    x = m.input("x", nn.float32, (1, 4))
+    w = m.constant(np.array([[10, 20, 30, 40]], np.float32))
+    y = m.op("ADD", x, w, 0)
+    m.output(y, "y")
+    c = m.compile(preference="fast_single_answer")
+    out = c.run({"x": np.arange(4, dtype=np.float32).reshape(1, 4)})
+    np.testing.assert_array_equal(out["y"], [[10, 21, 32, 43]])
+
+
+def test_ffi_and_lib_are_the_c_api():
+    from nnapi_py import ffi, lib
+    p = ffi.new("ANeuralNetworksModel**")
+    assert lib.ANeuralNetworksModel_create(p) == 0
+    lib.ANeuralNetworksModel_free(p[0])
+
+
+@pytest.mark.parametrize("mode", ["sync", "async", "burst", "reusable", "list"])
+def test_execution_modes(mode):
+    c = add_model().compile()
+    x = np.ones((1, 4), np.float32)
+    if mode == "sync":
+        out = c.run({"x": x})
+    elif mode == "async":
+        out = c.run_async({"x": x})
+    elif mode == "burst":
+        b = c.burst()
+        out = b.run({"x": x})
+        out = b.run({"x": x + 1})
+        x = x + 1
+    elif mode == "list":
+        out = c.run([x])
+    else:
+        e = c.execution(reusable=True)
+        for k in range(3):
+            out = e.run({"x": x + k}) if k == 0 else e.run()
+    np.testing.assert_array_equal(out["y"], x + np.arange(1, 5))
+
+
+def test_float16_int32_and_scalar_types():
+    m = nn.Model()
+    h = m.input("h", nn.float16, (3,))
+    m.output(m.op("MUL", h, np.array([2, 2, 2], np.float16), 0), "h2")
+    i = m.input("i", nn.int32, (3,))
+    m.output(m.op("ADD", i, np.array([1, 2, 3], np.int32), 0), "i2")
+    f = m.input("f", nn.float32, (3,))
+    m.output(m.op("SOFTMAX", f, 0.5), "soft")                           # float scalar -> FLOAT32
+    b = m.op("GREATER", f, np.zeros(3, np.float32))                     # BOOL8 output by default
+    m.output(b, "positive")
+    out = m.compile().run({"h": np.array([1, 2, 3], np.float16), "i": np.array([5, 5, 5], np.int32),
+                           "f": np.array([-2, 0, 2], np.float32)})
+    assert out["h2"].dtype == np.float16 and out["h2"].tolist() == [2, 4, 6]
+    assert out["i2"].tolist() == [6, 7, 8]
+    e = np.exp(0.5 * np.array([-2, 0, 2]))
+    np.testing.assert_allclose(out["soft"], e / e.sum(), rtol=1e-6)
+    assert out["positive"].dtype == np.bool_ and out["positive"].tolist() == [False, False, True]
+
+
+def test_quantized_operands_and_per_channel_conv():
+    m = nn.Model()
+    x = m.input("x", nn.quant8_asymm(0.5, 128), (1, 2, 2, 1))
+    w = m.constant(np.array([1, 2], np.int8).reshape(2, 1, 1, 1),
+                   nn.quant8_symm_per_channel([0.5, 0.25], 0))
+    bias = m.constant(np.array([0, 0], np.int32), nn.OperandType(nn.int32.code, 0.0, 0))
+    y = m.op("CONV_2D", x, w, bias, 0, 0, 0, 0, 1, 1, 0, outputs=[nn.quant8_asymm(0.25, 100)])
+    m.output(y, "y")
+    xs = np.array([130, 132, 126, 128], np.uint8).reshape(1, 2, 2, 1)
+    out = m.compile().run({"x": xs})["y"]
+    real_x = (xs.astype(float) - 128) * 0.5
+    want = np.round(np.concatenate([real_x * 1 * 0.5, real_x * 2 * 0.25], axis=3) / 0.25) + 100
+    np.testing.assert_array_equal(out, want)
+    m2 = nn.Model()
+    s = m2.input("s", nn.quant8_asymm_signed(0.1, -3), (2,))
+    m2.output(m2.op("RELU", s), "r")
+    assert m2.compile().run({"s": np.array([-10, 7], np.int8)})["r"].tolist() == [-3, 7]
+
+
+def test_multi_output_and_names():
+    m = nn.Model()
+    x = m.input("x", nn.float32, (2, 4))
+    a, b = m.op("SPLIT", x, 1, 2, outputs=[nn.float32, nn.float32], names=["left", "right"])
+    m.output(a)
+    m.output(b)
+    out = m.compile().run({"x": np.arange(8, dtype=np.float32).reshape(2, 4)})
+    assert out["left"].tolist() == [[0, 1], [4, 5]] and out["right"].tolist() == [[2, 3], [6, 7]]
+
+
+def test_dynamic_shapes_come_back_real():
+    m = nn.Model()
+    x = m.input("x", nn.float32, (0, 3))                       # batch given at execution
+    m.output(m.op("RELU", x), "y")
+    c = m.compile()
+    for batch in (1, 5):
+        out = c.run({"x": -np.ones((batch, 3), np.float32)})
+        assert out["y"].shape == (batch, 3)
+
+
+def test_error_path_raises_nnapi_error_with_reason():
+    m = nn.Model()
+    a = m.input("a", nn.float32, (2,))
+    m.output(m.op("ADD", a, a, 7), "y")
+    with pytest.raises(nn.NNAPIError) as e:
+        m.compile()
+    assert e.value.code == 4 and e.value.code_name == "BAD_DATA"
+    assert "fused activation" in e.value.reason and e.value.call == "ANeuralNetworksModel_finish"
+    m2 = nn.Model()
+    with pytest.raises(nn.NNAPIError) as e:
+        m2.input("q", nn.quant8_asymm(0.0, 0), (2,))
+    assert e.value.code_name == "BAD_DATA" and "scale" in e.value.reason
+    c = add_model().compile()
+    with pytest.raises(KeyError):
+        c.run({"nope": np.zeros((1, 4), np.float32)})
+
+
+def test_memory_as_input_and_as_constant():
+    data = np.arange(4, dtype=np.float32).reshape(1, 4)
+    mem_in = nn.Memory(data)
+    c = add_model().compile()
+    np.testing.assert_array_equal(c.run({"x": mem_in})["y"], data + np.arange(1, 5))
+    m = nn.Model()
+    x = m.input("x", nn.float32, (4,))
+    w = m.constant((nn.Memory(np.full(4, 10, np.float32)), 0, 16), nn.float32)
+    m.output(m.op("ADD", x, w, 0), "y")
+    assert m.compile().run({"x": np.ones(4, np.float32)})["y"].tolist() == [11] * 4
+
+
+def test_control_flow_if_and_while():
+    def branch(op):
+        b = nn.Model(op.lower())
+        v = b.input("v", nn.float32, (2,))
+        b.output(b.op(op, v, np.array([1, 1], np.float32), 0), "r")
+        return b
+    m = nn.Model()
+    cond = m.input("cond", nn.bool8, (1,))
+    x = m.input("x", nn.float32, (2,))
+    m.output(m.op("IF", cond, branch("ADD"), branch("SUB"), x), "y")
+    c = m.compile()
+    assert c.run({"cond": np.array([True]), "x": np.zeros(2, np.float32)})["y"].tolist() == [1, 1]
+    assert c.run({"cond": np.array([False]), "x": np.zeros(2, np.float32)})["y"].tolist() == [-1, -1]
+
+    cm = nn.Model("cond")                               # while v < 5: v = v + 1
+    v = cm.input("v", nn.float32, (1,))
+    cm.output(cm.op("LESS", v, np.array([5], np.float32), outputs=[(nn.bool8, (1,))]), "go")
+    body = nn.Model("body")
+    bv = body.input("v", nn.float32, (1,))
+    body.output(body.op("ADD", bv, np.array([1], np.float32), 0, outputs=[(nn.float32, (1,))]), "v1")
+    w = nn.Model()
+    start = w.input("start", nn.float32, (1,))
+    w.output(w.op("WHILE", cm, body, start, outputs=[(nn.float32, (1,))]), "end")
+    assert w.compile().run({"start": np.array([0], np.float32)})["end"].tolist() == [5]
+
+
+def test_compile_options_and_devices():
+    names = nn.device_names()
+    assert names
+    c = add_model().compile(preference="low_power", devices=names[:1], priority="high", timeout_ns=10 ** 9)
+    assert c.run({"x": np.zeros((1, 4), np.float32)})["y"].tolist() == [[1, 2, 3, 4]]
+    with pytest.raises(ValueError):
+        add_model().compile(devices=["no-such-device"])
+
+
+def test_emulated_feature_level_context_manager():
+    with nn.emulated(feature_level=2):
+        assert nn.feature_level() == 28
+        m = nn.Model()
+        with pytest.raises(nn.NNAPIError) as e:
+            m.input("h", nn.float16, (2,))          # TENSOR_FLOAT16 needs feature level 3
+        assert "feature level 3" in e.value.reason
+    assert nn.feature_level() == 1000008
+
+
+def test_emulated_faults():
+    with nn.emulated(devices="gpu=all", faults="gpu:execute-fail"):
+        c = add_model().compile(devices=["gpu"])
+        with pytest.raises(nn.NNAPIError) as e:
+            c.run({"x": np.zeros((1, 4), np.float32)})
+        assert e.value.code_name == "OP_FAILED"
+
+
+def test_inspection_summary_json_dot():
+    m = add_model()
+    s = m.summary()
+    assert "ADD" in s and "x: TENSOR_FLOAT32[1, 4]" in s
+    d = json.loads(m.to_json())
+    assert d["operations"][0]["type"] == "ADD" and d["inputs"] == [0]
+    dot = m.to_dot()
+    assert dot.startswith("digraph") and "op0" in dot
+
+
+def run_py(code, env=None):
+    e = dict(os.environ, PYTHONPATH=ROOT, **(env or {}))
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=e, timeout=120)
+
+
+def test_dump_and_show(tmp_path):
+    r = run_py("import numpy as np, nnapi_py as nn\n"
+               "m = nn.Model(); x = m.input('x', nn.float32, (2,))\n"
+               "m.output(m.op('RELU', x), 'y'); m.compile()\n", {"NNAPI_PY_DUMP": str(tmp_path)})
+    assert r.returncode == 0, r.stderr
+    files = sorted(os.listdir(tmp_path))
+    assert any(f.endswith(".json") for f in files) and any(f.endswith(".dot") for f in files)
+    js = str(tmp_path / [f for f in files if f.endswith(".json")][0])
+    out = subprocess.run([sys.executable, "-m", "nnapi_py", "show", js], capture_output=True, text=True,
+                         env=dict(os.environ, PYTHONPATH=ROOT))
+    assert out.returncode == 0 and "RELU" in out.stdout and "TENSOR_FLOAT32[2]" in out.stdout
+    dot = subprocess.run([sys.executable, "-m", "nnapi_py", "show", js, "--dot"], capture_output=True, text=True,
+                         env=dict(os.environ, PYTHONPATH=ROOT))
+    assert dot.stdout.startswith("digraph")
+
+
+def test_dump_covers_c_clients(tmp_path):
+    demo = os.path.join(ROOT, "build", "demo")
+    if not os.path.exists(demo):
+        subprocess.run(["make", "-s", "build/demo"], cwd=ROOT, check=True, capture_output=True)
+    r = subprocess.run([demo], capture_output=True, text=True, env=dict(os.environ, NNAPI_PY_DUMP=str(tmp_path)))
+    assert r.returncode == 0, r.stderr
+    d = json.load(open(tmp_path / sorted(f for f in os.listdir(tmp_path) if f.endswith(".json"))[0]))
+    assert [op["type"] for op in d["operations"]] == ["ADD", "LOGISTIC", "MUL", "RESHAPE"] or d["operations"]
+
+
+def test_trace_calls_shows_every_add_operand():
+    demo = os.path.join(ROOT, "build", "demo")
+    if not os.path.exists(demo):
+        subprocess.run(["make", "-s", "build/demo"], cwd=ROOT, check=True, capture_output=True)
+    r = subprocess.run([demo], capture_output=True, text=True, env=dict(os.environ, NNAPI_PY_TRACE="calls"))
+    lines = [x for x in r.stderr.splitlines() if "ANeuralNetworksModel_addOperand(" in x]
+    assert len(lines) == 9, r.stderr[:2000]
+    assert ".type=TENSOR_FLOAT32" in lines[0] and ".dimensions=[" in lines[0] and "-> NO_ERROR" in lines[0]
+
+
+def test_example_runs():
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "python_api.py")], capture_output=True,
+                       text=True, env=dict(os.environ, PYTHONPATH=ROOT), timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "y =" in r.stdout
+
+
+def test_cflags_libs_from_any_directory(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "nnapi_py", "--cflags", "--libs"], capture_output=True, text=True,
+                       cwd=tmp_path, env=dict(os.environ, PYTHONPATH=ROOT))
+    assert r.returncode == 0 and "-lneuralnetworks" in r.stdout and "-I" in r.stdout
