@@ -324,7 +324,9 @@ static inline int _nnpy_up(void) {
    take the normal path, where Python reports the precise reason. */
 typedef struct { int32_t type; uint32_t count; uint32_t d[4]; float scale; int32_t zp; } nnpy_opnd;
 #define NNPY_BATCH 256
-static pthread_mutex_t _nnpy_batch_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Recursive: while a flush runs Python, the garbage collector may run a client's finalizer that
+   frees a model (nnpy_stop_batching) on this same thread; that must not deadlock. */
+static pthread_mutex_t _nnpy_batch_lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
 static uintptr_t _nnpy_batch_model;
 static volatile uint32_t _nnpy_batch_n;
 static nnpy_opnd _nnpy_batch[NNPY_BATCH];

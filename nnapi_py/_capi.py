@@ -171,7 +171,7 @@ def _flush_operands(h, records, count):
     m = _H.get(h)
     if m.__class__ is not Model or m.finished:
         return
-    recs = np.frombuffer(ffi.buffer(ffi.cast("char *", records), count * _REC.itemsize), _REC)
+    recs = np.frombuffer(ffi.buffer(ffi.cast("char *", records), count * _REC.itemsize), _REC).copy()
     for code, n, d, scale, zp in zip(recs["type"].tolist(), recs["count"].tolist(), recs["d"].tolist(),
                                      recs["scale"].tolist(), recs["zp"].tolist()):
         m.types.append(code)

@@ -32,8 +32,22 @@ __all__ = ["NNAPIError", "OperandType", "Model", "Operand", "Compilation", "Exec
            "feature_level"]
 
 
+_PENDING_FREES: List[Tuple[str, Any]] = []
+
+
+def _release(fn: str, handle) -> None:
+    """Called from __del__: queue the handle's *_free call.  A finalizer may run inside a
+    library call (the runtime shares this interpreter and the garbage collector runs anywhere),
+    where calling back into the library would re-enter it; queued frees run at the next API call."""
+    if handle is not None:
+        _PENDING_FREES.append((fn, handle))
+
+
 def _api():
     from . import ffi, lib
+    while _PENDING_FREES:
+        fn, h = _PENDING_FREES.pop()
+        getattr(lib, fn)(h)
     return ffi, lib
 
 
@@ -170,10 +184,7 @@ class Memory:
             self.handle = None
 
     def __del__(self):
-        try:
-            self.free()
-        except Exception:       # interpreter shutdown
-            pass
+        _release("ANeuralNetworksMemory_free", getattr(self, "handle", None))
 
 
 # ---- model --------------------------------------------------------------------------------------------
@@ -389,12 +400,7 @@ class Model:
         return _inspect.render_svg(self.to_dot())
 
     def __del__(self):
-        try:
-            if getattr(self, "handle", None) is not None:
-                _api()[1].ANeuralNetworksModel_free(self.handle)
-                self.handle = None
-        except Exception:
-            pass
+        _release("ANeuralNetworksModel_free", getattr(self, "handle", None))
 
 
 # ---- compilation and execution -----------------------------------------------------------------------
@@ -479,12 +485,7 @@ class Compilation:
         return Burst(self)
 
     def __del__(self):
-        try:
-            if getattr(self, "handle", None) is not None:
-                _api()[1].ANeuralNetworksCompilation_free(self.handle)
-                self.handle = None
-        except Exception:
-            pass
+        _release("ANeuralNetworksCompilation_free", getattr(self, "handle", None))
 
 
 class Burst:
@@ -500,12 +501,7 @@ class Burst:
         return self.compilation.execution().run(inputs, outputs, mode="burst", burst=self)
 
     def __del__(self):
-        try:
-            if getattr(self, "handle", None) is not None:
-                _api()[1].ANeuralNetworksBurst_free(self.handle)
-                self.handle = None
-        except Exception:
-            pass
+        _release("ANeuralNetworksBurst_free", getattr(self, "handle", None))
 
 
 def _max_elements(o: Operand, given: Dict[str, np.ndarray]) -> int:
@@ -631,12 +627,7 @@ class Execution:
         return int(d[0])
 
     def __del__(self):
-        try:
-            if getattr(self, "handle", None) is not None:
-                _api()[1].ANeuralNetworksExecution_free(self.handle)
-                self.handle = None
-        except Exception:
-            pass
+        _release("ANeuralNetworksExecution_free", getattr(self, "handle", None))
 
 
 # ---- device settings (NNAPI_PY_FEATURE_LEVEL / NNAPI_PY_DEVICES / NNAPI_PY_FAULTS) -------------------

@@ -82,3 +82,39 @@ def test_prot_none_memory_still_works_where_nothing_is_read(prot_none_memory):
     mem, _ = prot_none_memory
     assert mem != ffi.NULL
     assert np.dtype(np.float32).itemsize == 4
+
+
+GC_REENTRY = r"""
+import gc, sys
+sys.path.insert(0, sys.argv[1])
+from nnhelp import ffi, lib
+t = ffi.new("ANeuralNetworksOperandType*", {"type": 3, "dimensionCount": 1, "dimensions": ffi.new("uint32_t[]", [4])})
+
+class Owner:                      # cyclic garbage whose finalizer frees a model
+    def __init__(self):
+        p = ffi.new("ANeuralNetworksModel**")
+        lib.ANeuralNetworksModel_create(p)
+        lib.ANeuralNetworksModel_addOperand(p[0], t)
+        self.h, self.me = p[0], self
+    def __del__(self):
+        lib.ANeuralNetworksModel_free(self.h)
+
+gc.set_threshold(1, 1, 1)         # collect at (almost) every allocation, inside library calls too
+for _ in range(200):
+    Owner()
+    p = ffi.new("ANeuralNetworksModel**")
+    lib.ANeuralNetworksModel_create(p)
+    for _ in range(20):
+        assert lib.ANeuralNetworksModel_addOperand(p[0], t) == 0
+    lib.ANeuralNetworksModel_free(p[0])
+print("ok")
+"""
+
+
+def test_finalizer_reentering_the_library_does_not_deadlock():
+    """A client's __del__ that frees an NNAPI object may run (garbage collection) while the
+    library's Python side is inside another call on the same thread."""
+    import subprocess
+    r = subprocess.run([sys.executable, "-c", GC_REENTRY, os.path.dirname(os.path.abspath(__file__))],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
