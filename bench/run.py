@@ -80,6 +80,14 @@ def main():
             ratios["lstm_2layer_nnapi"] = (float(m.group(1)) / float(m.group(2)), "torch.nn.LSTM eager, same process")
         elif (r.stdout or r.stderr).strip():
             print((r.stdout or r.stderr).strip().splitlines()[-1], file=sys.stderr)
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "python_api.py")], env=ENV,
+                       capture_output=True, text=True)
+    m = re.match(r"pyapi_builder_us ([\d.-]+) pyapi_run_us ([\d.-]+)", r.stdout or "")
+    if m:   # the Python API's cost above the raw cffi calls it makes
+        rows.append(("pyapi_builder_extra", float(m.group(1)), "us", 5.0))
+        rows.append(("pyapi_run_extra", float(m.group(2)), "us", 5.0))
+    elif (r.stdout or r.stderr).strip():
+        print((r.stdout or r.stderr).strip().splitlines()[-1], file=sys.stderr)
     ok = True
     print(f"{'benchmark':<24}{'value':>12}  {'target':>10}  result")
     for name, value, unit, target in rows:

@@ -43,5 +43,6 @@ def __getattr__(name):
     if not name.startswith("_"):
         _nn = importlib.import_module(__name__ + ".nn")    # the Pythonic API: nnapi_py.Model, ...
         if hasattr(_nn, name):
-            return getattr(_nn, name)
+            value = globals()[name] = getattr(_nn, name)    # resolved once
+            return value
     raise AttributeError(f"module 'nnapi_py' has no attribute {name!r}")

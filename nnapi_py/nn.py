@@ -16,6 +16,7 @@ bookkeeping (operand types, names, the graph for inspection).
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import tempfile
 from dataclasses import dataclass
@@ -43,8 +44,14 @@ def _release(fn: str, handle) -> None:
         _PENDING_FREES.append((fn, handle))
 
 
+_LIB: list = []
+
+
 def _api():
-    from . import ffi, lib
+    if not _LIB:
+        from . import ffi, lib
+        _LIB[:] = [ffi, lib]
+    ffi, lib = _LIB
     while _PENDING_FREES:
         fn, h = _PENDING_FREES.pop()
         getattr(lib, fn)(h)
@@ -520,6 +527,7 @@ class Execution:
         _check(lib.ANeuralNetworksExecution_create(compilation.handle, p), "ANeuralNetworksExecution_create")
         self.handle, self.compilation, self.model = p[0], compilation, compilation.model
         self._bound = None
+        self._scratch = (ffi.new("uint32_t*"), ffi.new("uint32_t[]", 32))    # rank / dimensions
         if reusable:
             _check(lib.ANeuralNetworksExecution_setReusable(self.handle, True), "ANeuralNetworksExecution_setReusable")
         if timeout_ns is not None:
@@ -605,18 +613,21 @@ class Execution:
         else:
             _check(lib.ANeuralNetworksExecution_compute(self.handle), "ANeuralNetworksExecution_compute")
         result = {}
+        r, d = self._scratch
+        bufs = self._bound[1]
         for k, o in enumerate(self.model.outputs):
-            r = ffi.new("uint32_t*")
-            _check(lib.ANeuralNetworksExecution_getOutputOperandRank(self.handle, k, r),
-                   "ANeuralNetworksExecution_getOutputOperandRank")
+            rc = lib.ANeuralNetworksExecution_getOutputOperandRank(self.handle, k, r)
+            if rc:
+                _check(rc, "ANeuralNetworksExecution_getOutputOperandRank")
             shape: Tuple[int, ...] = ()
             if r[0]:
-                d = ffi.new("uint32_t[]", r[0])
-                _check(lib.ANeuralNetworksExecution_getOutputOperandDimensions(self.handle, k, d),
-                       "ANeuralNetworksExecution_getOutputOperandDimensions")
-                shape = tuple(d[i] for i in range(r[0]))
-            buf = self._bound[1][o.name]
-            result[o.name] = buf[:int(np.prod(shape))].reshape(shape).copy()
+                if r[0] > 32:
+                    d = ffi.new("uint32_t[]", r[0])
+                rc = lib.ANeuralNetworksExecution_getOutputOperandDimensions(self.handle, k, d)
+                if rc:
+                    _check(rc, "ANeuralNetworksExecution_getOutputOperandDimensions")
+                shape = tuple(d[0:r[0]])
+            result[o.name] = bufs[o.name][:math.prod(shape)].reshape(shape).copy()
         return result
 
     def duration(self, kind: int = 0) -> int:
