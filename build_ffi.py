@@ -371,10 +371,12 @@ static int _nnpy_type_ok(const ANeuralNetworksOperandType* t) {
     if (scalar && t->dimensionCount) return 0;
     static const uint8_t esize[16] = {4, 4, 4, 4, 4, 1, 1, 2, 2, 1, 2, 1, 2, 1, 1, 0};
     uint64_t bytes = esize[c];
-    for (uint32_t k = 0; k < t->dimensionCount; k++)
-        if (t->dimensions[k]) bytes *= t->dimensions[k];
-    if (bytes > 0xFFFFFFFFull) return 0;
+    for (uint32_t k = 0; k < t->dimensionCount; k++) {
+        if (t->dimensions[k]) bytes *= t->dimensions[k];     /* < 2**64: both factors < 2**32 */
+        if (bytes > 0xFFFFFFFFull) return 0;                 /* checked at every step: no wrap */
+    }
     float s = t->scale;
+    if (!__builtin_isfinite(s)) return 0;
     int32_t z = t->zeroPoint;
     switch (c) {
     case 5: return s > 0.f && z >= 0 && z <= 255;

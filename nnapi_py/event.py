@@ -114,6 +114,7 @@ class _Pool:
                 fn()
             except BaseException:   # the task records its own status; never kill the worker
                 pass
+            fn = None               # an idle worker keeps nothing alive (memories, their fds)
             with self.lock:
                 self.idle += 1
 

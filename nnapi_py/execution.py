@@ -24,6 +24,7 @@ def _IO(addr, length, dims, memory=None, offset=0, omitted=False):
 # numpy floating-point warnings (inf - inf, ...) are not errors here: in an interpreter we
 # started (C host) they are silenced once at start-up; in a Python host, per computation.
 QUIET_NUMPY = False
+_quiet = threading.local()
 
 _state_lock = threading.Lock()   # guards state transitions of every execution (held briefly)
 
@@ -190,6 +191,9 @@ class Execution:
                     raise NNError(*fault)
             _loop.timeout = self.loop_timeout
             if QUIET_NUMPY:
+                if not getattr(_quiet, "on", False):   # np.seterr is per thread: once on each thread
+                    np.seterr(all="ignore")
+                    _quiet.on = True
                 status = self._compute(deadline)
             else:
                 with np.errstate(all="ignore"):        # numpy warnings must not reach a host's stderr

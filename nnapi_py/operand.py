@@ -1,4 +1,5 @@
 """Operand descriptions: validation of ANeuralNetworksOperandType and byte sizes."""
+import math
 from . import constants as C
 from .errors import bad_data
 
@@ -32,6 +33,8 @@ def check_operand_type(code, dims, scale, zp, what="operand"):
                 n *= d
         if n * C.ELEMENT_SIZE[code] > _UINT32_MAX:
             raise bad_data(f"{what}: tensor byte size overflows uint32 (dimensions {list(dims)})")
+    if not math.isfinite(scale):
+        raise bad_data(f"{what}: scale must be a finite number, got {scale}")
     if code in _SCALE_ZERO:
         if scale != 0.0:
             raise bad_data(f"{what}: {C.TYPE_NAMES[code]} requires scale 0, got {scale}")

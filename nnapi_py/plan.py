@@ -255,10 +255,25 @@ class Plan:
                     out_shapes[k] = d
                     arr = out_provider(k, d, infos[o].dtype)
                 else:
-                    arr = np.empty(d, infos[o].dtype)
+                    try:
+                        arr = np.empty(d, infos[o].dtype)
+                    except (MemoryError, ValueError):
+                        raise NNError(C.OUT_OF_MEMORY, f"{node.name}: cannot allocate operand {o} of shape "
+                                      f"{list(d)} ({infos[o].dtype.itemsize * int(np.prod(d, dtype=np.float64)):.3g} "
+                                      f"bytes)") from None
                 slots[o] = arr
                 outs_arr.append(arr)
-            kern(ins_arr, outs_arr)
+            try:
+                kern(ins_arr, outs_arr)
+            except NNError:
+                raise
+            except MemoryError:
+                raise NNError(C.OUT_OF_MEMORY, f"{node.name}: out of memory while computing operands "
+                              f"{list(node.outs)}") from None
+            except Exception as e:         # the one place an unexpected kernel error becomes a reason
+                _record_internal(node.name, e)
+                raise NNError(C.OP_FAILED, f"{node.name}: internal error computing operands {list(node.outs)} "
+                              f"from operands {list(node.ins)} ({type(e).__name__}: {e})") from None
         return out_shapes
 
     @staticmethod
@@ -266,6 +281,15 @@ class Plan:
         if a is None:
             return Info(inf.type, inf.dims, inf.scale, inf.zp, inf.channel, None, True, inf.index)
         return Info(inf.type, tuple(np.shape(a)), inf.scale, inf.zp, inf.channel, a, False, inf.index)
+
+
+INTERNAL_ERRORS = []     # (operation, exception text) of kernel failures that validation should have caught
+
+
+def _record_internal(name, exc):
+    """Kept for tests (tests/conftest.py fails a test that caused one) and for NNAPI_PY_TRACE."""
+    INTERNAL_ERRORS.append((name, f"{type(exc).__name__}: {exc}"))
+    del INTERNAL_ERRORS[:-100]
 
 
 # IF / WHILE build the plans of the models they reference through these (ops never import us)

@@ -64,8 +64,8 @@ def test_prot_none_memory_as_constant_and_copy_source_is_rejected(prot_none_memo
     mem, fd = prot_none_memory
     m = ffi.new("ANeuralNetworksModel**")
     assert lib.ANeuralNetworksModel_create(m) == 0
-    t = ffi.new("ANeuralNetworksOperandType*", {"type": 3, "dimensionCount": 1,
-                                                "dimensions": ffi.new("uint32_t[]", [4])})
+    dims = ffi.new("uint32_t[]", [4])
+    t = ffi.new("ANeuralNetworksOperandType*", {"type": 3, "dimensionCount": 1, "dimensions": dims})
     assert lib.ANeuralNetworksModel_addOperand(m[0], t) == 0
     assert lib.ANeuralNetworksModel_setOperandValueFromMemory(m[0], 0, mem, 0, 16) == BAD_DATA
     assert "not readable" in last_error()
@@ -88,7 +88,8 @@ GC_REENTRY = r"""
 import gc, sys
 sys.path.insert(0, sys.argv[1])
 from nnhelp import ffi, lib
-t = ffi.new("ANeuralNetworksOperandType*", {"type": 3, "dimensionCount": 1, "dimensions": ffi.new("uint32_t[]", [4])})
+dims = ffi.new("uint32_t[]", [4])          # kept alive: the struct only points at it
+t = ffi.new("ANeuralNetworksOperandType*", {"type": 3, "dimensionCount": 1, "dimensions": dims})
 
 class Owner:                      # cyclic garbage whose finalizer frees a model
     def __init__(self):
@@ -118,3 +119,49 @@ def test_finalizer_reentering_the_library_does_not_deadlock():
     r = subprocess.run([sys.executable, "-c", GC_REENTRY, os.path.dirname(os.path.abspath(__file__))],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
+
+
+def _model_with(*types):
+    m = ffi.new("ANeuralNetworksModel**")
+    assert lib.ANeuralNetworksModel_create(m) == 0
+    codes = []
+    keep = []
+    for code, dims, scale in types:
+        d = ffi.new("uint32_t[]", dims) if dims else ffi.NULL
+        keep.append(d)
+        t = ffi.new("ANeuralNetworksOperandType*", {"type": code, "dimensionCount": len(dims), "dimensions": d,
+                                                    "scale": scale, "zeroPoint": 0})
+        codes.append((lib.ANeuralNetworksModel_addOperand(m[0], t), last_error()))
+    lib.ANeuralNetworksModel_free(m[0])
+    return codes
+
+
+@pytest.mark.parametrize("position", [0, 1, 2])
+def test_non_finite_scale_is_rejected_wherever_the_operand_comes(position):
+    ok = (3, [2], 0.0)
+    bad = (5, [2], float("inf"))                      # TENSOR_QUANT8_ASYMM with an infinite scale
+    types = [ok, ok, ok]
+    types[position] = bad
+    codes = _model_with(*types)
+    assert codes[position][0] == BAD_DATA and "finite" in codes[position][1]
+    nan = list(types)
+    nan[position] = (5, [2], float("nan"))
+    assert _model_with(*nan)[position][0] == BAD_DATA
+
+
+@pytest.mark.parametrize("position", [0, 1, 2])
+def test_byte_size_overflow_does_not_depend_on_position(position):
+    ok = (3, [2], 0.0)
+    huge = (3, [1 << 31, 1 << 31], 0.0)               # 2**64 bytes: the old C product wrapped to 0
+    types = [ok, ok, ok]
+    types[position] = huge
+    assert _model_with(*types)[position][0] == BAD_DATA
+
+
+def test_argmax_of_a_vector_holding_nan():
+    from nnhelp import T, run_op
+    code, out = run_op("ARGMAX", [T.f32([4], np.array([1, np.nan, 3, 2], np.float32)), T.i32(0)], [T.i32t([1])])
+    assert code == 0, out
+    assert out[0].tolist() == [2]                      # NaN never replaces the running maximum
+    code, out = run_op("ARGMIN", [T.f32([3], np.array([np.nan, 1, 0], np.float32)), T.i32(0)], [T.i32t([1])])
+    assert code == 0 and out[0].tolist() == [0]        # ... and wins when it is element 0

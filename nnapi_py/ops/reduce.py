@@ -296,8 +296,7 @@ class _ArgMinMax(Op):
                     nan = np.isnan(x)
                     # the reference scans with a strict comparison from element 0: NaN never
                     # replaces the running extreme, and wins only when it is element 0
-                    r = f(np.where(nan, fill, x), axis=axis)
-                    r[np.take(nan, 0, axis=axis)] = 0
+                    r = np.where(np.take(nan, 0, axis=axis), 0, f(np.where(nan, fill, x), axis=axis))
                 else:
                     r = f(x, axis=axis)
                 o[0][...] = r.reshape(oshape)
