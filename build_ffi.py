@@ -26,6 +26,12 @@ OP_FAILED = 5
 _PROTO = re.compile(r"^(int|void|uint64_t|int64_t)\s+(ANeuralNetworks\w+)\((.*)\);\s*$", re.M)
 
 
+
+# Calls that may block for long (kernels, waits) are not serialised by the C-host call gate
+# (see _nnpy_gate_in): other threads must be able to enter meanwhile.
+_UNGATED = {"ANeuralNetworksExecution_compute", "ANeuralNetworksExecution_burstCompute",
+            "ANeuralNetworksEvent_wait"}
+
 def parse_prototypes(text):
     protos = []
     for ret, name, params in _PROTO.findall(text):
@@ -105,8 +111,10 @@ def generate(protos):
             cdef.append(f'extern "Python" {ret} _nnpy_{name}_untyped({sdecl});')
             csrc.append(f"static {ret} _nnpy_{name}_untyped({sdecl});")
             call = f"({tp} == NULL ? _nnpy_{name}_untyped({', '.join(slim_args)}) : {call})"
+        gated = name not in _UNGATED
         if ret == "void":
-            body = f"    if (_nnpy_up()) {{ _nnpy_sync(); {call}; }}"
+            body = (f"    if (_nnpy_up()) {{ _nnpy_sync(); int g_ = _nnpy_gate_in(); {call}; _nnpy_gate_out(g_); }}"
+                    if gated else f"    if (_nnpy_up()) {{ _nnpy_sync(); {call}; }}")
         elif ret == "int":
             # rule: handle out-parameters are NULL whenever the call fails, even with no runtime
             outs = [pn for pt, pn in params if _OPAQUE_OUT.match(pt.replace(" *", "*").strip())]
@@ -114,8 +122,10 @@ def generate(protos):
             pre = ""
             if name == "ANeuralNetworksModel_addOperand":
                 pre = "    if (_nnpy_batched_add((uintptr_t)model, type)) return ANEURALNETWORKS_NO_ERROR;\n"
+            tail = (f"    int g_ = _nnpy_gate_in();\n    int r_ = {call};\n    _nnpy_gate_out(g_);\n    return r_;"
+                    if gated else f"    return {call};")
             body = (f"    if (!_nnpy_up()) {{ {down}return ANEURALNETWORKS_OP_FAILED; }}\n{pre}"
-                    f"    _nnpy_sync();\n    return {call};")
+                    f"    _nnpy_sync();\n{tail}")
         else:  # uint64_t / int64_t getters: documented constants when the runtime is down
             fallback = {"ANeuralNetworks_getDefaultLoopTimeout": "2000000000ULL",
                         "ANeuralNetworks_getMaximumLoopTimeout": "15000000000ULL",
@@ -313,6 +323,28 @@ __attribute__((noinline)) static int _nnpy_start(void) {
 static inline int _nnpy_up(void) {
     if (__builtin_expect(_nnpy_state == 1, 1)) return 1;
     return _nnpy_start();
+}
+
+/* ---- the call gate (C hosts) ----------------------------------------------------------
+   Every entry point needs the GIL.  When several C threads call in at once, handing the GIL
+   from thread to thread on every call (futex wake-ups, lost time slices) collapses the
+   throughput far below one thread's.  In an interpreter we own, short calls first take this
+   adaptive mutex, so only one C thread at a time asks for the GIL and the hand-over is a brief
+   spin.  Calls that run kernels or wait (_UNGATED in build_ffi.py) bypass it: BLAS kernels
+   release the GIL and must overlap.  Nested calls (a finalizer during a call) never wait.
+   Python hosts are not gated: their own threads hold the GIL while calling in. */
+static pthread_mutex_t _nnpy_gate = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
+static __thread int _nnpy_gate_depth;
+static inline int _nnpy_gate_in(void) {
+    if (!_nnpy_owns) return 0;
+    if (_nnpy_gate_depth++ > 0) return 0;
+    pthread_mutex_lock(&_nnpy_gate);
+    return 1;
+}
+static inline void _nnpy_gate_out(int g) {
+    if (!_nnpy_owns) return;
+    _nnpy_gate_depth--;
+    if (g) pthread_mutex_unlock(&_nnpy_gate);
 }
 
 /* ---- operand batching ------------------------------------------------------------------
