@@ -98,6 +98,11 @@ class Execution:
         if memory is None and addr == 0:
             if length != 0:
                 raise null(f"{kind} {index}: buffer is NULL but length is {length}")
+            if is_input and dims and all(dims):
+                what = self.plan.required_inputs.get(index)
+                if what is not None:           # omission is for optional inputs (a zero-sized one is not omitted)
+                    raise bad_data(f"input {index}: a NULL buffer omits the input, but it feeds {what}, which is "
+                                   f"not optional")
             lst[index] = _IO(0, 0, dims, omitted=True)
             self.any_set = True
             return

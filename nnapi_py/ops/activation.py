@@ -312,6 +312,7 @@ class _SoftmaxBase(Op):
 @register
 class Softmax(_SoftmaxBase):
     name = "SOFTMAX"
+    optional_inputs = (2,)
     type_levels = {F32: 1, Q8: 1, F16: 3, Q8S: 4}
 
     def validate(self, sig):

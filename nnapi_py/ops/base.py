@@ -202,7 +202,7 @@ class Op:
     # zero-sized input at execution is OP_FAILED (as the reference runtime does)
     allow_zero_sized = False
     # input positions that may be omitted (NULL); None = not declared (no generic check)
-    optional_inputs = None
+    optional_inputs = ()         # positions that may be omitted (NO_VALUE / a NULL input); all others are required
     # control flow (IF/WHILE): the plan calls execute(node, inputs, deadline) -> outputs
     control = False
 

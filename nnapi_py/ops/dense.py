@@ -164,6 +164,7 @@ class FullyConnected(Op):
 @register
 class BatchMatmul(Op):
     name = "BATCH_MATMUL"
+    optional_inputs = (2, 3)
     type_levels = {F32: 6, F16: 6, Q8S: 6, I32: 6}
 
     def validate(self, sig):

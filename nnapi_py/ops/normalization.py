@@ -36,6 +36,7 @@ def _scalar_values(name, ins, roles):
 @register
 class L2Normalization(Op):
     name = "L2_NORMALIZATION"
+    optional_inputs = (1,)
     type_levels = {F32: 1, F16: 3, Q8: 3, Q8S: 4}
     allow_zero_sized = True
 
@@ -80,6 +81,7 @@ class L2Normalization(Op):
 @register
 class LocalResponseNormalization(Op):
     name = "LOCAL_RESPONSE_NORMALIZATION"
+    optional_inputs = (5,)
     type_levels = {F32: 1, F16: 3}
 
     def validate(self, sig):

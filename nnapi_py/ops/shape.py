@@ -102,6 +102,7 @@ class Reshape(_Reshaping):
 @register
 class Squeeze(_Reshaping):
     name = "SQUEEZE"
+    optional_inputs = (1,)
     value_inputs = (1,)
     levels = LEVELS_FL2
 
@@ -176,6 +177,7 @@ class ExpandDims(_Reshaping):
 @register
 class Transpose(Op):
     name = "TRANSPOSE"
+    optional_inputs = (1,)
     value_inputs = (1,)
     allow_zero_sized = True
     levels = LEVELS_FL2

@@ -74,6 +74,7 @@ class _BlockOp(_Layout4D):
 @register
 class DepthToSpace(_BlockOp):
     name = "DEPTH_TO_SPACE"
+    optional_inputs = (2,)
 
     def infer(self, ins):
         reject_zero_sized(self.name, ins[0])
@@ -104,6 +105,7 @@ class DepthToSpace(_BlockOp):
 @register
 class SpaceToDepth(_BlockOp):
     name = "SPACE_TO_DEPTH"
+    optional_inputs = (2,)
 
     def infer(self, ins):
         reject_zero_sized(self.name, ins[0])
@@ -170,6 +172,7 @@ def _block_shape(name, ins):
 @register
 class BatchToSpaceND(_Layout4D):
     name = "BATCH_TO_SPACE_ND"
+    optional_inputs = (2,)
     type_levels = {F32: 2, Q8: 2, F16: 3, Q8S: 4}
     value_inputs = (1,)
 
@@ -210,6 +213,7 @@ class BatchToSpaceND(_Layout4D):
 @register
 class SpaceToBatchND(_Layout4D):
     name = "SPACE_TO_BATCH_ND"
+    optional_inputs = (3,)
     type_levels = {F32: 2, Q8: 2, F16: 3, Q8S: 4}
     value_inputs = (1, 2)
     n_required = 3
