@@ -785,6 +785,10 @@ def _onerror_for(cname, void=False):
         if isinstance(exc, NNError):
             set_last(cname, exc.code, exc.reason)
             return None if void else exc.code
+        if isinstance(exc, MemoryError) or (isinstance(exc, ValueError) and "too big" in str(exc)):
+            set_last(cname, C.OUT_OF_MEMORY, "out of memory: the request needs more memory than this "
+                                             "process can allocate")
+            return None if void else C.OUT_OF_MEMORY
         try:
             set_last(cname, C.OP_FAILED, f"internal error: {exc_type.__name__}: {exc}")
             if TRACE_CALLS:

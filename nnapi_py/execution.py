@@ -207,9 +207,16 @@ class Execution:
             from .errors import set_last
             set_last("ANeuralNetworksExecution_compute", e.code, e.reason)
             status = e.code
+        except MemoryError:
+            from .errors import set_last
+            set_last("ANeuralNetworksExecution_compute", C.OUT_OF_MEMORY,
+                     "out of memory: the computation's tensors need more memory than this process can allocate")
+            status = C.OUT_OF_MEMORY
         except Exception as e:
             from .errors import set_last
-            set_last("ANeuralNetworksExecution_compute", C.OP_FAILED, f"{type(e).__name__}: {e}")
+            from .plan import _record_internal
+            _record_internal("ANeuralNetworksExecution_compute", e)
+            set_last("ANeuralNetworksExecution_compute", C.OP_FAILED, f"internal error: {type(e).__name__}: {e}")
             status = C.OP_FAILED
         if self.measure:
             dt = time.perf_counter_ns() - t0

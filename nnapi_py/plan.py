@@ -150,13 +150,25 @@ class Plan:
                 slots[i] = a
             for i, a in zip(self.outputs, out_arrays):
                 slots[i] = a
-            if deadline is None:
-                for kern, ii, oo in self.steps:
-                    if halted[0]:
-                        park()
-                    kern([slots[i] for i in ii], [slots[o] for o in oo])
-            else:
-                self._run_with_deadline(slots, deadline)
+            oo = ()
+            try:
+                if deadline is None:
+                    for kern, ii, oo in self.steps:
+                        if halted[0]:
+                            park()
+                        kern([slots[i] for i in ii], [slots[o] for o in oo])
+                else:
+                    self._run_with_deadline(slots, deadline)
+            except NNError:
+                raise
+            except MemoryError:
+                raise NNError(C.OUT_OF_MEMORY, f"{self._node_name(oo)}: out of memory while computing operands "
+                              f"{list(oo)}") from None
+            except Exception as e:         # the one place an unexpected kernel error becomes a reason
+                name = self._node_name(oo)
+                _record_internal(name, e)
+                raise NNError(C.OP_FAILED, f"{name}: internal error computing operands {list(oo)} "
+                              f"({type(e).__name__}: {e})") from None
         finally:
             leave_run()
             for i in self.inputs:
@@ -164,6 +176,12 @@ class Plan:
             for i in self.outputs:
                 slots[i] = None
             self.give_arena(slots)
+
+    def _node_name(self, outs):
+        for node in self.nodes:
+            if tuple(node.outs) == tuple(outs):
+                return node.name
+        return "an operation"
 
     def _run_with_deadline(self, slots, deadline):
         import time

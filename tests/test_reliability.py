@@ -165,3 +165,28 @@ def test_argmax_of_a_vector_holding_nan():
     assert out[0].tolist() == [2]                      # NaN never replaces the running maximum
     code, out = run_op("ARGMIN", [T.f32([3], np.array([np.nan, 1, 0], np.float32)), T.i32(0)], [T.i32t([1])])
     assert code == 0 and out[0].tolist() == [0]        # ... and wins when it is element 0
+
+
+HUGE = r"""
+import resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))       # 2 GiB of address space
+sys.path.insert(0, sys.argv[1])
+import numpy as np
+from nnhelp import T, run_graph
+ops = [T.f32([1], np.ones(1, np.float32)), T.i32t([1], [1 << 29], const=True), T.f32([1 << 29]),
+       T.i32t([1], [0], const=True), T.b(False), T.f32([1])]
+code, out = run_graph(ops, [("TILE", [0, 1], [2]), ("REDUCE_SUM", [2, 3, 4], [5])], outputs=[5])
+print(code, out if code else "")
+"""
+
+
+def test_a_tensor_too_large_for_memory_is_out_of_memory():
+    """A 2 GiB intermediate under a 2 GiB address-space limit: OUT_OF_MEMORY with a reason,
+    not numpy's text."""
+    import subprocess
+    r = subprocess.run([sys.executable, "-c", HUGE, os.path.dirname(os.path.abspath(__file__))],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    code, _, reason = r.stdout.strip().partition(" ")
+    assert code == "1", r.stdout
+    assert "MemoryError" not in reason and "too big" not in reason
