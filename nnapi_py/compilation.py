@@ -1,6 +1,8 @@
 """ANeuralNetworksCompilation and ANeuralNetworksBurst."""
 import threading
 
+import numpy as np
+
 from . import constants as C
 from . import devices
 from .errors import NNError, bad_data, bad_state
@@ -74,13 +76,19 @@ class Compilation:
                 self.invalid = True
                 raise
         try:
-            self.plan = Plan(self.model)
+            with np.errstate(all="ignore"):     # constant folding may meet inf/NaN: values, not errors
+                self.plan = Plan(self.model)
         except NNError:
             self.invalid = True
             raise
+        except MemoryError:
+            self.invalid = True
+            raise NNError(C.OUT_OF_MEMORY, "out of memory while compiling (constants and temporaries)") from None
         except Exception as e:
             self.invalid = True
-            raise NNError(C.OP_FAILED, f"compilation failed: {type(e).__name__}: {e}") from e
+            from .plan import _record_internal
+            _record_internal("ANeuralNetworksCompilation_finish", e)
+            raise NNError(C.OP_FAILED, f"compilation failed: internal error: {type(e).__name__}: {e}") from e
 
     def _ready(self):
         if self.invalid:

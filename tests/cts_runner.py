@@ -705,8 +705,9 @@ class _Runner:
             raise StepFailure("output_values", None,
                               f"sampled class index out of range [0,{classes})")
         for b in range(batches):
-            p = np.exp(logits[b] - logits[b].max())
-            p /= p.sum()
+            with np.errstate(all="ignore"):           # mutated (fuzzed) logits may be inf / NaN
+                p = np.exp(logits[b] - logits[b].max())
+                p /= p.sum()
             freq = np.bincount(got[b], minlength=classes) / float(samples)
             bad = np.abs(freq - p) > tol
             if bad.any():

@@ -218,10 +218,10 @@ def _units(ins, spec, name):
     return u, o
 
 
-def _check_shapes(name, a, spec, batch, n_in, aux_in=None):
-    """At run time, with the present tensors known."""
+def _check_shapes(name, a, spec, batch, n_in, aux_in=None, at_runtime=True):
+    """With the present tensors known (at run time, or at compilation for constant weights)."""
     def fail(m):
-        raise value_error(f"{name}: {m}", at_runtime=True)
+        raise value_error(f"{name}: {m}", at_runtime=at_runtime)
     wf = np.shape(a[spec.wx[1]])
     u = wf[0]
     o = np.shape(a[spec.wh[1]])[1] if len(np.shape(a[spec.wh[1]])) == 2 else -1
@@ -350,7 +350,10 @@ class UnidirectionalSequenceLstm(Op):
         name = self.name
         static = [None]
         if all(ins[k].value is not None or ins[k].omitted for k in UNI_SPEC.tensors()):
-            static[0] = Cell(UNI_SPEC, [None if ins[k].omitted else ins[k].value for k in range(28)])
+            values = [None if ins[k].omitted else ins[k].value for k in range(28)]
+            d = ins[0].dims
+            _check_shapes(name, values, UNI_SPEC, d[1] if tm else d[0], d[2], at_runtime=False)
+            static[0] = Cell(UNI_SPEC, values)
 
         def kernel(i, o):
             x = _f32(i[0])
