@@ -253,9 +253,8 @@ class Model:
         level = 1
         for k, op in enumerate(ops):
             sig = Sig(op.op, [self.info(i, with_value=True) for i in op.ins], [self.info(i) for i in op.outs])
-            optional = op.op.optional_inputs
             for pos, i in enumerate(op.ins):     # the one presence rule: only declared positions may be omitted
-                if self.life[i] == NO_VALUE and pos not in optional:
+                if self.life[i] == NO_VALUE and not op.op.may_omit(pos, len(op.ins), self.types[i]):
                     raise bad_data(f"operation {k}: {op.op.name}: input {pos} (operand {i}) is omitted (no value), "
                                    f"but it is not an optional input of {op.op.name}")
             try:

@@ -52,11 +52,8 @@ class Plan:
         self.required_inputs = {}
         pos = {i: k for k, i in enumerate(model.inputs)}
         for node in self.nodes:
-            opt = node.op.optional_inputs
-            if opt is None:
-                continue
             for k, i in enumerate(node.ins):
-                if k not in opt and i in pos:
+                if i in pos and not node.op.may_omit(k, len(node.ins), infos[i].type):
                     self.required_inputs.setdefault(pos[i], f"{node.name} input {k}")
         for node in self.nodes:
             node.value_ins = tuple(k for k, i in enumerate(node.ins)

@@ -203,6 +203,11 @@ class Op:
     allow_zero_sized = False
     # input positions that may be omitted (NULL); None = not declared (no generic check)
     optional_inputs = ()         # positions that may be omitted (NO_VALUE / a NULL input); all others are required
+
+    def may_omit(self, pos, n_inputs, type_code):
+        """Whether input pos may be omitted: a declared optional position, or the trailing
+        optional NCHW layout flag (a BOOL last input: omitted means NHWC, as documented)."""
+        return pos in self.optional_inputs or (pos == n_inputs - 1 and pos > 0 and type_code == C.BOOL)
     # control flow (IF/WHILE): the plan calls execute(node, inputs, deadline) -> outputs
     control = False
 
