@@ -118,6 +118,16 @@ def test_c_program(name):
     assert_all_passed([exe], rc, out, err)
 
 
+@needs_lib
+def test_c_host_threads_stay_quiet_and_release_fds():
+    """numpy warnings from computations on several C threads never reach stderr; an fd used by
+    an asynchronous computation is closed once everything is freed."""
+    exe = compile_ctest("test_quiet_threads")
+    rc, out, err = run_program([exe])
+    assert_all_passed([exe], rc, out, err)
+    assert err == "", f"stderr must stay empty, got:\n{err}"
+
+
 DEVICES_CASES = [
     (["list"], {"NNAPI_PY_DEVICES": "gpu=float-fast:GPU:5,npu=quant:ACCELERATOR:4"}),
     (["fallback"], {"NNAPI_PY_DEVICES": "gpu=float-fast", "NNAPI_PY_FAULTS": "gpu:execute-fail"}),
