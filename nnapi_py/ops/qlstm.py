@@ -172,6 +172,16 @@ class QuantizedLstm(Op):
         sig.types("output", 0, (Q8S,), "output state")
         sig.types("output", 1, (Q16S,), "cell state")
         sig.types("output", 2, (Q8S,), "output")
+        for k, what in ((26, "input gate intermediate scale"), (27, "forget gate intermediate scale"),
+                        (28, "cell gate intermediate scale"), (29, "output gate intermediate scale"),
+                        (31, "hidden state scale")):
+            v = sig.scalar_value(k)
+            if v is not None and not (np.isfinite(v) and v > 0):
+                sig.fail(f"input {k} ({what}) must be a finite number > 0, got {v}")
+        for k, what in ((24, "cell clip"), (25, "projection clip")):
+            v = None if sig.ins[k].omitted else sig.scalar_value(k)
+            if v is not None and not (np.isfinite(v) and v >= 0):
+                sig.fail(f"input {k} ({what}) must be a finite number >= 0, got {v}")
         cs = sig.ins[19]
         if cs.scale:
             shift, exact = _log2_exact(cs.scale)
@@ -208,9 +218,34 @@ class QuantizedLstm(Op):
             return f32(infos[k].scale)
 
         def mult(real):
-            return Q.quantize_multiplier(float(f32(real)))
+            real = float(f32(real))
+            if not (np.isfinite(real) and real >= 0):
+                raise value_error(f"{name}: the operand scales give a rescaling factor of {real}, which is not a "
+                                  f"finite non-negative number", at_runtime=True)
+            return Q.quantize_multiplier(real)
+
+        def check(i):
+            """Shapes of the present tensors (optional ones are known only now)."""
+            x, h, c = np.shape(i[0]), np.shape(i[18]), np.shape(i[19])
+            if len(x) != 2 or len(h) != 2 or len(c) != 2 or not (x[0] == h[0] == c[0]):
+                raise value_error(f"{name}: inputs 0, 18, 19 must be [batch, input], [batch, output], "
+                                  f"[batch, units], got {list(x)}, {list(h)}, {list(c)}", at_runtime=True)
+            n_in, n_out, u = x[1], h[1], c[1]
+            want = {**{k: (u, n_in) for k in range(1, 5)}, **{k: (u, n_out) for k in range(5, 9)},
+                    **{k: (u,) for k in (9, 10, 11, 12, 13, 14, 15, 20, 21, 22, 23)}, 16: (n_out, u), 17: (n_out,)}
+            for k, shape in want.items():
+                if k < len(i) and _given(i[k]) and tuple(np.shape(i[k])) != shape:
+                    raise value_error(f"{name}: input {k} has shape {list(np.shape(i[k]))}, expected {list(shape)}",
+                                      at_runtime=True)
+            if not _given(i[16]) and n_out != u:
+                raise value_error(f"{name}: without projection the output size ({n_out}) must equal the number "
+                                  f"of units ({u})", at_runtime=True)
+            if _given(i[1]) != _given(i[5]):
+                raise value_error(f"{name}: inputs 1 and 5 (input-to-input and recurrent-to-input weights) must "
+                                  f"both be given or both omitted (CIFG)", at_runtime=True)
 
         def kernel(i, o):
+            check(i)
             x = np.asarray(i[0], np.int64)
             h = np.asarray(i[18], np.int64)
             c_prev = np.asarray(i[19], np.int64)

@@ -88,8 +88,12 @@ class _Resize(Op):
             ow, oh = int(vw), int(vh)
         else:
             # reference: floor(float(in_size) * float(scale)) in float32
-            ow = int(np.floor(f32(w) * f32(vw)))
-            oh = int(np.floor(f32(h) * f32(vh)))
+            with np.errstate(all="ignore"):
+                fw, fh = np.floor(f32(w) * f32(vw)), np.floor(f32(h) * f32(vh))
+            if not (np.isfinite(fw) and np.isfinite(fh)) or max(fw, fh) >= 2 ** 31:
+                raise value_error(f"{self.name}: the scales {vw} x {vh} give an output size that is not a finite "
+                                  f"32-bit number", False)
+            ow, oh = int(fw), int(fh)
         if ow <= 0 or oh <= 0:
             raise value_error(f"{self.name}: output height and width must be > 0, got {oh}x{ow}", False)
         return nchw, align, half, (nb, h, w, c), (oh, ow)
