@@ -8,7 +8,7 @@ CFLAGS ?= -O2 -std=c11 -Wall -Wextra
 PREFIX ?= /usr/local
 LINK   := -Iinclude -Lbuild/lib -lneuralnetworks -Wl,-rpath,$(CURDIR)/build/lib -lpthread -ldl
 
-.PHONY: all venv lib demo test bench install clean
+.PHONY: all venv lib demo test bench bench-profile install clean
 
 all: lib
 
@@ -54,6 +54,13 @@ test: lib $(VENV)/.test-ready
 
 bench: lib $(VENV)/.test-ready
 	$(PY) bench/run.py
+
+# time per operation type of the MobileNetV2-style network (NNAPI_PY_PROFILE=1, printed at exit)
+bench-profile: lib
+	@mkdir -p build/bench
+	$(CC) $(CFLAGS) bench/bench_mobilenet.c -o build/bench/bench_mobilenet $(LINK)
+	NNAPI_PY_PROFILE=1 OPENBLAS_NUM_THREADS=1 ./build/bench/bench_mobilenet float32 10
+	NNAPI_PY_PROFILE=1 OPENBLAS_NUM_THREADS=1 ./build/bench/bench_mobilenet quant8 10
 
 install: lib
 	install -d $(PREFIX)/lib $(PREFIX)/include/android $(PREFIX)/lib/pkgconfig

@@ -149,6 +149,8 @@ def park():
 
 def shutdown(timeout=10.0):
     import time
+    from . import profile
+    profile.report()
     halted[0] = True
     end = time.monotonic() + timeout
     while _inside[0] > 0 and time.monotonic() < end:

@@ -9,6 +9,7 @@ from .model import INPUT, OUTPUT, CONST, CONST_REF, NO_VALUE, SUBGRAPH, Model
 from .ops.base import Info, Runtime
 from .event import halted, park, enter_run, leave_run
 from .operand import dims_text
+from . import profile
 
 
 def _compatible(declared, got):
@@ -87,6 +88,8 @@ class Plan:
                 shapes[o] = d
                 outs.append(infos[o].with_dims(d))
             node.kernel = node.op.build(ins, outs)
+            if profile.ENABLED:
+                node.kernel = profile.timed(node.name, node.kernel)
         self.static = static
         self.shapes = shapes
         self.template = tmpl
@@ -256,6 +259,8 @@ class Plan:
                         kern = node.op.build(ins, outs)
                     except NNError as e:
                         raise op_failed(e.reason) from None
+                    if profile.ENABLED:
+                        kern = profile.timed(node.name, kern)
                     if len(node.cache) > 32:
                         node.cache.clear()
                     node.cache[key] = (kern, out_dims)
