@@ -1,6 +1,9 @@
 """The same MobileNetV2-style network as bench_mobilenet.c in PyTorch eager (CPU, 1 thread).
 
-Prints "torch_float32 <ms>" (best of N).  Optional: needs `pip install torch==2.13.0`.
+Prints "torch_float32 <ms>" (best of N), and with --quantized "torch_quant8 <ms> <engine>": the
+same network quantized with PyTorch's own tools (FX graph mode, default qconfig, 4 calibration
+batches) on the fastest of its quantized engines (x86 / fbgemm / qnnpack), best of N.
+Optional: needs `pip install torch==2.13.0`.
 """
 import sys
 import time
@@ -40,6 +43,35 @@ def network(torch):
     return nn.Sequential(*layers).eval()
 
 
+def quantized(torch, runs):
+    import warnings
+    warnings.filterwarnings("ignore")
+    from torch.ao.quantization import get_default_qconfig_mapping
+    from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx
+    torch.manual_seed(0)
+    x = torch.rand(1, 3, 224, 224)
+    results = []
+    for engine in ("x86", "fbgemm", "qnnpack"):
+        if engine not in torch.backends.quantized.supported_engines:
+            continue
+        torch.backends.quantized.engine = engine
+        prepared = prepare_fx(network(torch), get_default_qconfig_mapping(engine), (x,))
+        with torch.no_grad():
+            for _ in range(4):
+                prepared(torch.rand(1, 3, 224, 224))
+            q = convert_fx(prepared)
+            q(x)
+            best = 1e30
+            for _ in range(runs):
+                t0 = time.perf_counter()
+                q(x)
+                best = min(best, (time.perf_counter() - t0) * 1e3)
+        results.append((best, engine))
+    best, engine = min(results)
+    print(f"torch_quant8 {best:.3f} {engine}")
+    return 0
+
+
 def main(runs=10):
     try:
         import torch
@@ -47,6 +79,8 @@ def main(runs=10):
         print("torch_float32 unavailable (PyTorch not installed)")
         return 0
     torch.set_num_threads(1)
+    if "--quantized" in sys.argv:
+        return quantized(torch, runs)
     net = network(torch)
     x = torch.rand(1, 3, 224, 224)
     with torch.no_grad():
@@ -61,4 +95,5 @@ def main(runs=10):
 
 
 if __name__ == "__main__":
-    sys.exit(main(int(sys.argv[1]) if len(sys.argv) > 1 else 10))
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    sys.exit(main(int(args[0]) if args else 10))

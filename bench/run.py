@@ -9,7 +9,6 @@ through the C API beside torch.nn.LSTM (lstm.py).
 """
 import os
 import re
-import shutil
 import statistics
 import subprocess
 import sys
@@ -68,6 +67,12 @@ def main():
         if m:
             torch_ms = float(m.group(1))
             rows.append(("torch_eager_float32", torch_ms, "ms", None))
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "mobilenet_torch.py"), "--quantized"], env=ENV,
+                           capture_output=True, text=True)
+        m = re.match(r"torch_quant8 ([\d.]+) (\w+)", r.stdout or "")
+        torch_q_ms = float(m.group(1)) if m else None
+        if m:
+            rows.append((f"torch_quant8_{m.group(2)}", torch_q_ms, "ms", None))
         for kind, factor in (("float32", 2.0), ("quant8", 3.0)):
             r = subprocess.run([exe, kind, "10"], env=ENV, capture_output=True, text=True)
             if r.returncode != 0:
@@ -76,6 +81,8 @@ def main():
                 continue
             ms = float(r.stdout.split()[1])
             rows.append((f"mobilenet_{kind}", ms, "ms", factor * torch_ms if torch_ms else None))
+            if kind == "quant8" and torch_q_ms:
+                ratios[f"mobilenet_{kind}"] = (ms / torch_q_ms, "PyTorch quantized eager (same network)")
         r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "mobilenet_torch_nnapi.py")], env=ENV,
                            capture_output=True, text=True)
         m = re.match(r"torch_nnapi_float32 ([\d.]+) torch_eager_float32 ([\d.]+)", r.stdout or "")
