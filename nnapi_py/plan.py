@@ -161,14 +161,8 @@ class Plan:
                     self._run_with_deadline(slots, deadline)
             except NNError:
                 raise
-            except MemoryError:
-                raise NNError(C.OUT_OF_MEMORY, f"{self._node_name(oo)}: out of memory while computing operands "
-                              f"{list(oo)}") from None
-            except Exception as e:         # the one place an unexpected kernel error becomes a reason
-                name = self._node_name(oo)
-                _record_internal(name, e)
-                raise NNError(C.OP_FAILED, f"{name}: internal error computing operands {list(oo)} "
-                              f"({type(e).__name__}: {e})") from None
+            except Exception as e:
+                raise kernel_failure(self._node_name(oo), oo, e) from None
         finally:
             leave_run()
             for i in self.inputs:
@@ -287,13 +281,8 @@ class Plan:
                 kern(ins_arr, outs_arr)
             except NNError:
                 raise
-            except MemoryError:
-                raise NNError(C.OUT_OF_MEMORY, f"{node.name}: out of memory while computing operands "
-                              f"{list(node.outs)}") from None
-            except Exception as e:         # the one place an unexpected kernel error becomes a reason
-                _record_internal(node.name, e)
-                raise NNError(C.OP_FAILED, f"{node.name}: internal error computing operands {list(node.outs)} "
-                              f"from operands {list(node.ins)} ({type(e).__name__}: {e})") from None
+            except Exception as e:
+                raise kernel_failure(node.name, node.outs, e) from None
         return out_shapes
 
     @staticmethod
@@ -304,6 +293,15 @@ class Plan:
 
 
 INTERNAL_ERRORS = []     # (operation, exception text) of kernel failures that validation should have caught
+
+
+def kernel_failure(name, outs, exc):
+    """The one place a kernel's unexpected exception becomes a result code and reason:
+    OUT_OF_MEMORY for memory exhaustion, otherwise OP_FAILED "internal error" (recorded)."""
+    if isinstance(exc, MemoryError):
+        return NNError(C.OUT_OF_MEMORY, f"{name}: out of memory while computing operands {list(outs)}")
+    _record_internal(name, exc)
+    return NNError(C.OP_FAILED, f"{name}: internal error computing operands {list(outs)} ({type(exc).__name__}: {exc})")
 
 
 def _record_internal(name, exc):
