@@ -148,6 +148,9 @@ class TfliteModel:
             name = self._code(op)
             ins = [int(i) for i in op.InputsAsNumpy()] if op.InputsLength() else []
             outs = [int(i) for i in op.OutputsAsNumpy()] if op.OutputsLength() else []
+            if name == "CUSTOM":
+                code = self._m.OperatorCodes(op.OpcodeIndex()).CustomCode()
+                name = "CUSTOM_" + (code.decode(errors="replace") if code else "?")
             fn = getattr(self, "_map_" + name, None)
             if fn is None:
                 unmapped.append((k, name, "no NNAPI mapping for this builtin yet"))
@@ -318,6 +321,45 @@ class TfliteModel:
     def _map_SOFTMAX(self, op, ins, outs):
         o = _options(op, "SoftmaxOptions")
         return self._emit("SOFTMAX", [self._operand(ins[0]), float(o.Beta()) if o else 1.0], outs[0])
+
+    def _const(self, k, what):
+        v = self.tensors[k].value
+        if v is None:
+            raise _Unmapped(f"{what} must be constant")
+        return v
+
+    def _map_MEAN(self, op, ins, outs):
+        o = _options(op, "ReducerOptions")
+        axes = self._const(ins[1], "the axes").astype(np.int32).reshape(-1)
+        keep = int(bool(o.KeepDims())) if o else 0
+        return self._emit("MEAN", [self._operand(ins[0]), self.nn_model.constant(axes, nn.int32), keep], outs[0])
+
+    def _map_STRIDED_SLICE(self, op, ins, outs):
+        o = _options(op, "StridedSliceOptions")
+        if o and (o.EllipsisMask() or o.NewAxisMask() or o.Offset()):
+            raise _Unmapped("ellipsis / new-axis masks and offset have no NNAPI form")
+        vec = [self.nn_model.constant(self._const(k, what).astype(np.int32).reshape(-1), nn.int32)
+               for k, what in ((ins[1], "begin"), (ins[2], "end"), (ins[3], "strides"))]
+        masks = [o.BeginMask(), o.EndMask(), o.ShrinkAxisMask()] if o else [0, 0, 0]
+        return self._emit("STRIDED_SLICE", [self._operand(ins[0])] + vec + masks, outs[0])
+
+    def _map_HARD_SWISH(self, op, ins, outs):
+        return self._unary("HARD_SWISH", ins, outs)
+
+    def _map_CUSTOM_Convolution2DTransposeBias(self, op, ins, outs):
+        """MediaPipe's transposed convolution with bias: options are a TfLiteTransposeConvParams
+        struct (padding, stride_width, stride_height) -> TRANSPOSE_CONV_2D, implicit padding."""
+        raw = op.CustomOptionsAsNumpy().tobytes() if op.CustomOptionsLength() else b""
+        if len(raw) < 12:
+            raise _Unmapped("custom options (padding, strides) missing")
+        padding, sw, sh = np.frombuffer(raw[:12], np.int32)
+        w = self.tensors[ins[1]]
+        out = self.tensors[outs[0]]
+        shape = self.nn_model.constant(np.array(out.shape, np.int32), nn.int32)
+        pad = {1: 1, 2: 2}.get(int(padding), 1)       # TfLitePadding: 1 SAME, 2 VALID
+        return self._emit("TRANSPOSE_CONV_2D", [self._operand(ins[0]), self._operand(ins[1]),
+                                                self._bias(ins, w.shape[0], w), shape, pad, int(sw), int(sh), 0,
+                                                False], outs[0])
 
     def _map_DENSIFY(self, op, ins, outs):
         src = self.tensors[ins[0]]
