@@ -60,11 +60,12 @@ def _options(op, cls_name):
 
 
 class _Tensor:
-    __slots__ = ("index", "name", "dtype", "shape", "scale", "zp", "value", "operand")
+    __slots__ = ("index", "name", "dtype", "shape", "scale", "zp", "value", "operand", "scales", "qdim")
 
-    def __init__(self, index, name, dtype, shape, scale, zp, value):
+    def __init__(self, index, name, dtype, shape, scale, zp, value, scales=None, qdim=0):
         self.index, self.name, self.dtype, self.shape = index, name, dtype, shape
         self.scale, self.zp, self.value, self.operand = scale, zp, value, None
+        self.scales, self.qdim = scales, qdim        # per-channel quantization (int8 weights, int32 bias)
 
 
 class TfliteModel:
@@ -83,6 +84,7 @@ class TfliteModel:
         self._build()
         self.compilation = self.nn_model.compile(**(compile_options or {}))
         self.input_names = [self.tensors[i].name for i in self._inputs]
+        self.reset()
         self.output_names = [self.tensors[i].name for i in self._outputs]
 
     # -- parsing
@@ -96,12 +98,14 @@ class TfliteModel:
             value = np.frombuffer(b.DataAsNumpy().tobytes(), dtype)
             if t.Sparsity() is None:          # a sparse tensor's buffer holds only its stored values
                 value = value.reshape(shape)
-        scale, zp = 0.0, 0
+        scale, zp, scales, qdim = 0.0, 0, None, 0
         q = t.Quantization()
         if q is not None and q.ScaleLength():
             scale, zp = float(q.Scale(0)), int(q.ZeroPoint(0)) if q.ZeroPointLength() else 0
+            if q.ScaleLength() > 1:
+                scales, qdim = [float(s) for s in q.ScaleAsNumpy()], int(q.QuantizedDimension())
         name = t.Name().decode(errors="replace") if t.Name() else f"t{k}"
-        return _Tensor(k, name, dtype, shape, scale, zp, value)
+        return _Tensor(k, name, dtype, shape, scale, zp, value, scales, qdim)
 
     def _code(self, op):
         code = self._m.OperatorCodes(op.OpcodeIndex())
@@ -115,12 +119,19 @@ class TfliteModel:
         if t.dtype == np.float16:
             return nn.float16
         if t.dtype == np.int32:
-            return nn.int32
+            # a bias of a per-channel filter has scale 0 in NNAPI (its scales are input x filter)
+            return nn.OperandType(nn.int32.code, 0.0 if t.scales else t.scale, 0)
         if t.dtype == np.uint8:
             return nn.quant8_asymm(t.scale, t.zp)
         if t.dtype == np.int8:
+            if t.scales is not None or (t.value is not None and t.zp == 0 and self._is_weight(t)):
+                return nn.quant8_symm_per_channel(t.scales or [t.scale] * t.shape[t.qdim], t.qdim)
             return nn.quant8_asymm_signed(t.scale, t.zp)
         raise _Unmapped(f"tensor {t.name!r} of type {t.dtype} has no NNAPI operand type here")
+
+    def _is_weight(self, t):
+        """A constant int8 tensor used as a convolution / fully-connected filter."""
+        return t.index in self._filters
 
     def _operand(self, k):
         t = self.tensors[k]
@@ -139,6 +150,15 @@ class TfliteModel:
         g = self._g
         self._inputs = [int(i) for i in g.InputsAsNumpy()]
         self._outputs = [int(i) for i in g.OutputsAsNumpy()]
+        self._filters = set()
+        self._handles = {}                  # resource tensor -> variable name
+        self._state_in: Dict[str, int] = {}     # variable -> tensor read (a model input)
+        self._state_out: Dict[str, int] = {}    # variable -> tensor assigned (a model output)
+        self.initial_state = self._init_state()
+        for k in range(g.OperatorsLength()):
+            op = g.Operators(k)
+            if self._code(op) in ("CONV_2D", "DEPTHWISE_CONV_2D") and op.InputsLength() > 1:
+                self._filters.add(int(op.Inputs(1)))
         for i in self._inputs:
             t = self.tensors[i]
             t.operand = self.nn_model.input(t.name, self._type(t), t.shape)
@@ -166,6 +186,8 @@ class TfliteModel:
             raise LoadError(self.path, unmapped)
         for i in self._outputs:
             self.nn_model.output(self._operand(i), self.tensors[i].name)
+        for var, k in self._state_out.items():
+            self.nn_model.output(self._operand(k), "state:" + var)
 
     def _emit(self, nnapi_op, ins, out_k, fuse=0, extra=()):
         """One NNAPI operation producing tensor out_k; a fused activation NNAPI lacks is a
@@ -361,6 +383,84 @@ class TfliteModel:
                                                 self._bias(ins, w.shape[0], w), shape, pad, int(sw), int(sh), 0,
                                                 False], outs[0])
 
+    # -- resource variables (streaming models): carried by run() as state inputs / outputs
+    def _init_state(self):
+        """Variables' initial values from the init subgraph(s) CALL_ONCE runs (constant assignments)."""
+        import tflite
+        state = {}
+        for s in range(1, self._m.SubgraphsLength()):
+            g = self._m.Subgraphs(s)
+            handles = {}
+            for k in range(g.OperatorsLength()):
+                op = g.Operators(k)
+                name = self._code(op)
+                if name == "VAR_HANDLE":
+                    o = _options(op, "VarHandleOptions")
+                    handles[int(op.Outputs(0))] = (o.SharedName() or b"").decode()
+                elif name == "ASSIGN_VARIABLE":
+                    t = g.Tensors(int(op.Inputs(1)))
+                    b = self._m.Buffers(t.Buffer())
+                    dtype = _DTYPES.get(t.Type())
+                    if b is not None and b.DataLength() and dtype is not None:
+                        shape = tuple(int(d) for d in t.ShapeAsNumpy()) if t.ShapeLength() else ()
+                        state[handles.get(int(op.Inputs(0)), "?")] = np.frombuffer(
+                            b.DataAsNumpy().tobytes(), dtype).reshape(shape).copy()
+        del tflite
+        return state
+
+    def _map_CALL_ONCE(self, op, ins, outs):
+        return "initial variable values, applied by run()"
+
+    def _map_VAR_HANDLE(self, op, ins, outs):
+        o = _options(op, "VarHandleOptions")
+        self._handles[outs[0]] = (o.SharedName() or b"").decode() or f"var{outs[0]}"
+        return "state variable " + self._handles[outs[0]]
+
+    def _map_READ_VARIABLE(self, op, ins, outs):
+        var = self._handles.get(ins[0])
+        if var is None:
+            raise _Unmapped("reads a resource no VAR_HANDLE produced")
+        t = self.tensors[outs[0]]
+        t.operand = self.nn_model.input("state:" + var, self._type(t), t.shape)
+        self._state_in[var] = outs[0]
+        if var not in self.initial_state:
+            self.initial_state[var] = np.zeros(t.shape, t.dtype) + (t.zp if t.dtype in (np.int8, np.uint8) else 0)
+        return "model input state:" + var
+
+    def _map_ASSIGN_VARIABLE(self, op, ins, outs):
+        var = self._handles.get(ins[0])
+        if var is None:
+            raise _Unmapped("assigns a resource no VAR_HANDLE produced")
+        self._state_out[var] = ins[1]
+        return "model output state:" + var
+
+    def _map_SPLIT_V(self, op, ins, outs):
+        sizes = [int(v) for v in self._const(ins[1], "size_splits").reshape(-1)]
+        axis = int(self._const(ins[2], "axis").reshape(-1)[0])
+        x = self.tensors[ins[0]]
+        axis %= len(x.shape)
+        if -1 in sizes:
+            sizes[sizes.index(-1)] = x.shape[axis] - sum(s for s in sizes if s != -1)
+        start = 0
+        for o, n in zip(outs, sizes):           # the delegate's lowering: one SLICE per piece
+            begin = [0] * len(x.shape)
+            size = list(x.shape)
+            begin[axis], size[axis] = start, n
+            self._emit("SLICE", [self._operand(ins[0]), self.nn_model.constant(np.array(begin, np.int32), nn.int32),
+                                 self.nn_model.constant(np.array(size, np.int32), nn.int32)], o)
+            start += n
+        return f"{len(outs)} x SLICE"
+
+    def _map_QUANTIZE(self, op, ins, outs):
+        src = self.tensors[ins[0]]
+        if src.dtype in (np.float32, np.float16):
+            return self._emit("QUANTIZE", [self._operand(ins[0])], outs[0])
+        # requantization (int8 -> uint8, ...): through float, exact when only the zero point moves
+        t = self.tensors[outs[0]]
+        f = self.nn_model.op("DEQUANTIZE", self._operand(ins[0]), outputs=[(nn.float32, src.shape)])
+        t.operand = self.nn_model.op("QUANTIZE", f, outputs=[self._out(outs[0])], names=[t.name])
+        return "DEQUANTIZE + QUANTIZE"
+
     def _map_DENSIFY(self, op, ins, outs):
         src = self.tensors[ins[0]]
         dense = _densify(self._g.Tensors(ins[0]), src, self.tensors[outs[0]].shape)
@@ -370,9 +470,21 @@ class TfliteModel:
 
     # -- running
     def run(self, inputs: Sequence[np.ndarray]) -> List[np.ndarray]:
-        """Inputs in the model's input order -> outputs in its output order."""
-        res = self.compilation.run({n: a for n, a in zip(self.input_names, inputs)})
+        """Inputs in the model's input order -> outputs in its output order.  A streaming model's
+        variables are carried from one call to the next (reset() starts over)."""
+        feed = {n: a for n, a in zip(self.input_names, inputs)}
+        if not hasattr(self, "state"):
+            self.reset()
+        for var in self._state_in:
+            feed["state:" + var] = self.state[var]
+        res = self.compilation.run(feed)
+        for var in self._state_out:
+            self.state[var] = res["state:" + var]
         return [res[n] for n in self.output_names]
+
+    def reset(self) -> None:
+        """Variables back to their initial values."""
+        self.state = {k: v.copy() for k, v in self.initial_state.items()}
 
     def report(self) -> str:
         lines = [f"{os.path.basename(self.path)}: {len(self.mapping)} operators"]
