@@ -27,11 +27,15 @@ venv: $(VENV)/.ready
 # What the tests need beyond the base dependencies: PyTorch's CPU build for the in-process
 # torch -> NNAPI tests (tests/test_torch_nnapi.py).  Those tests skip without it, except in CI.
 TORCH ?= torch==2.13.0
+TFLITE ?= tflite==2.18.0 ai-edge-litert==2.3.0
 $(VENV)/.test-ready: $(VENV)/.ready
-	@echo "installing test dependencies into $(VENV): $(TORCH)"
+	@echo "installing test dependencies into $(VENV): $(TORCH) $(TFLITE)"
 	@$(PY) -m pip install --quiet "$(TORCH)" || { \
 	  if [ -n "$$CI" ]; then echo "CI: could not install $(TORCH)" >&2; exit 1; fi; \
 	  echo "warning: could not install $(TORCH); the PyTorch tests will skip"; }
+	@$(PY) -m pip install --quiet $(TFLITE) || { \
+	  if [ -n "$$CI" ]; then echo "CI: could not install $(TFLITE)" >&2; exit 1; fi; \
+	  echo "warning: could not install $(TFLITE); the .tflite tests will skip"; }
 	touch $@
 
 $(LIB): $(VENV)/.ready build_ffi.py include/android/NeuralNetworks.h include/nnapi_py.h

@@ -117,6 +117,20 @@ def main():
             rows.append((f"threads_{model}_4", rate[4], "/s", None))
             rows.append((f"threads_{model}_4_vs_1", rate[4] / rate[1], "x", floor))
             AT_LEAST.add(f"threads_{model}_4_vs_1")
+    if "--quick" not in sys.argv:
+        # real .tflite models: ours vs LiteRT (XNNPACK / builtin kernels / reference), one thread
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "tflite_models.py")], env=ENV,
+                           capture_output=True, text=True)
+        for line in (r.stdout or "").splitlines():
+            parts = line.split()
+            if len(parts) == 6 and parts[0] == "tflite":
+                ours, xnn, builtin, ref = (float(x) for x in parts[2:])
+                rows.append((f"tflite_{parts[1]}"[:24], ours, "ms", None))
+                ratios[f"tflite_{parts[1]}"[:24]] = (
+                    ours / builtin, f"LiteRT builtin kernels ({builtin:.2f} ms); {ours / xnn:.2f} x XNNPACK "
+                                    f"({xnn:.2f} ms); {ours / ref:.2f} x reference ({ref:.2f} ms)")
+            elif line.startswith("tflite unavailable"):
+                print(line, file=sys.stderr)
     r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "python_api.py")], env=ENV,
                        capture_output=True, text=True)
     m = re.match(r"pyapi_builder_us ([\d.-]+) pyapi_run_us ([\d.-]+)", r.stdout or "")
