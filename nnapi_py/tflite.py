@@ -121,6 +121,8 @@ class TfliteModel:
         if t.dtype == np.int32:
             # a bias of a per-channel filter has scale 0 in NNAPI (its scales are input x filter)
             return nn.OperandType(nn.int32.code, 0.0 if t.scales else t.scale, 0)
+        if t.dtype == np.bool_:
+            return nn.bool8
         if t.dtype == np.uint8:
             return nn.quant8_asymm(t.scale, t.zp)
         if t.dtype == np.int8:
@@ -159,10 +161,13 @@ class TfliteModel:
             op = g.Operators(k)
             if self._code(op) in ("CONV_2D", "DEPTHWISE_CONV_2D") and op.InputsLength() > 1:
                 self._filters.add(int(op.Inputs(1)))
+        unmapped = []
         for i in self._inputs:
             t = self.tensors[i]
-            t.operand = self.nn_model.input(t.name, self._type(t), t.shape)
-        unmapped = []
+            try:
+                t.operand = self.nn_model.input(t.name, self._type(t), t.shape)
+            except _Unmapped as e:
+                unmapped.append((-1, "model input", str(e)))
         for k in range(g.OperatorsLength()):
             op = g.Operators(k)
             name = self._code(op)
@@ -461,6 +466,107 @@ class TfliteModel:
         t.operand = self.nn_model.op("QUANTIZE", f, outputs=[self._out(outs[0])], names=[t.name])
         return "DEQUANTIZE + QUANTIZE"
 
+    # -- the delegate's lowerings and load-time folding
+    def _map_SQUARED_DIFFERENCE(self, op, ins, outs):
+        """(a - b)^2 as SUB then MUL, as the delegate lowers it."""
+        t = self.tensors[outs[0]]
+        d = self.nn_model.op("SUB", self._operand(ins[0]), self._operand(ins[1]), 0, outputs=[self._out(outs[0])])
+        t.operand = self.nn_model.op("MUL", d, d, 0, outputs=[self._out(outs[0])], names=[t.name])
+        return "SUB + MUL"
+
+    def _map_PACK(self, op, ins, outs):
+        """Stack along a new axis: each input RESHAPEd to have that axis of size 1, then CONCATENATION
+        (the delegate's lowering where NNAPI's PACK, feature level 6, is not available)."""
+        o = _options(op, "PackOptions")
+        out = self.tensors[outs[0]]
+        axis = o.Axis() % len(out.shape)
+        pieces = []
+        for k in ins:
+            shape = list(self.tensors[k].shape)
+            shape.insert(axis, 1)
+            pieces.append(self.nn_model.op("RESHAPE", self._operand(k),
+                                           self.nn_model.constant(np.array(shape, np.int32), nn.int32),
+                                           outputs=[(self._type(self.tensors[k]), tuple(shape))]))
+        out.operand = self.nn_model.op("CONCATENATION", *pieces, int(axis), outputs=[self._out(outs[0])],
+                                       names=[out.name])
+        return f"{len(ins)} x RESHAPE + CONCATENATION"
+
+    def _map_UNPACK(self, op, ins, outs):
+        """Split along an axis into its slices, each with the axis removed: SPLIT + RESHAPE."""
+        o = _options(op, "UnpackOptions")
+        x = self.tensors[ins[0]]
+        axis = o.Axis() % len(x.shape)
+        piece_shape = list(x.shape)
+        piece_shape[axis] = 1
+        parts = self.nn_model.op("SPLIT", self._operand(ins[0]), int(axis), len(outs),
+                                 outputs=[(self._type(x), tuple(piece_shape))] * len(outs))
+        parts = parts if isinstance(parts, tuple) else (parts,)
+        for p, k in zip(parts, outs):
+            self._emit("RESHAPE", [p, self.nn_model.constant(np.array(self.tensors[k].shape, np.int32), nn.int32)], k)
+        return "SPLIT + RESHAPE"
+
+    def _map_SELECT_V2(self, op, ins, outs):
+        """SELECT with broadcasting: each operand first BROADCAST (as TILE of a RESHAPE) to the
+        output shape when it differs."""
+        out = self.tensors[outs[0]]
+        args = []
+        for k in ins:
+            t = self.tensors[k]
+            o = self._operand(k)
+            if tuple(t.shape) != tuple(out.shape):
+                shape = [1] * (len(out.shape) - len(t.shape)) + list(t.shape)
+                o = self.nn_model.op("RESHAPE", o, self.nn_model.constant(np.array(shape, np.int32), nn.int32),
+                                     outputs=[(self._type(t), tuple(shape))])
+                reps = [a // b if b else 1 for a, b in zip(out.shape, shape)]
+                o = self.nn_model.op("TILE", o, self.nn_model.constant(np.array(reps, np.int32), nn.int32),
+                                     outputs=[(self._type(t), tuple(out.shape))])
+            args.append(o)
+        self._emit("SELECT", args, outs[0])
+        return "SELECT (operands broadcast with RESHAPE + TILE)"
+
+    def _map_SELECT(self, op, ins, outs):
+        return self._map_SELECT_V2(op, ins, outs)
+
+    def _map_SHAPE(self, op, ins, outs):
+        x = self.tensors[ins[0]]
+        if not x.shape or 0 in x.shape:
+            raise _Unmapped("the input shape is not static")
+        return self._fold(outs[0], np.array(x.shape, self.tensors[outs[0]].dtype or np.int32))
+
+    def _map_RANGE(self, op, ins, outs):
+        start, limit, delta = (self._const(k, "start / limit / delta").reshape(-1)[0] for k in ins)
+        return self._fold(outs[0], np.arange(start, limit, delta).astype(self.tensors[outs[0]].dtype))
+
+    def _map_CAST(self, op, ins, outs):
+        src, dst = self.tensors[ins[0]], self.tensors[outs[0]]
+        if src.value is not None and dst.dtype is not None:
+            return self._fold(outs[0], src.value.astype(dst.dtype))
+        return self._emit("CAST", [self._operand(ins[0])], outs[0])
+
+    def _map_LEAKY_RELU(self, op, ins, outs):
+        """PRELU with a constant slope (NNAPI has no LEAKY_RELU)."""
+        o = _options(op, "LeakyReluOptions")
+        x = self.tensors[ins[0]]
+        alpha = self.nn_model.constant(np.array([o.Alpha()], np.float32).astype(x.dtype), self._type(x))
+        return self._emit("PRELU", [self._operand(ins[0]), alpha], outs[0])
+
+    def _plain_binary(self, nnapi_op, op, ins, outs):
+        return self._emit(nnapi_op, [self._operand(ins[0]), self._operand(ins[1])], outs[0])
+
+    def _map_TRANSPOSE(self, op, ins, outs):
+        perm = self._const(ins[1], "the permutation").astype(np.int32).reshape(-1)
+        return self._emit("TRANSPOSE", [self._operand(ins[0]), self.nn_model.constant(perm, nn.int32)], outs[0])
+
+    def _map_GATHER(self, op, ins, outs):
+        o = _options(op, "GatherOptions")
+        return self._emit("GATHER", [self._operand(ins[0]), int(o.Axis()) if o else 0, self._operand(ins[1])], outs[0])
+
+    def _map_SLICE(self, op, ins, outs):
+        return self._emit("SLICE", [self._operand(ins[0]), self._operand(ins[1]), self._operand(ins[2])], outs[0])
+
+    def _map_DIV(self, op, ins, outs):
+        return self._binary("DIV", "DivOptions", op, ins, outs)
+
     def _map_DENSIFY(self, op, ins, outs):
         src = self.tensors[ins[0]]
         dense = _densify(self._g.Tensors(ins[0]), src, self.tensors[outs[0]].shape)
@@ -495,6 +601,15 @@ class TfliteModel:
 
 class _Unmapped(Exception):
     pass
+
+
+for _name in ("ABS", "EXP", "LOG", "SQRT", "RSQRT", "SIN", "NEG", "FLOOR", "LOGICAL_NOT", "ELU"):
+    setattr(TfliteModel, "_map_" + _name, (lambda n: lambda self, op, ins, outs: self._unary(n, ins, outs))(_name))
+for _name in ("MAXIMUM", "MINIMUM", "POW", "EQUAL", "NOT_EQUAL", "GREATER", "GREATER_EQUAL", "LESS", "LESS_EQUAL",
+              "LOGICAL_AND", "LOGICAL_OR"):
+    setattr(TfliteModel, "_map_" + _name,
+            (lambda n: lambda self, op, ins, outs: self._plain_binary(n, op, ins, outs))(_name))
+TfliteModel._map_RELU_N1_TO_1 = lambda self, op, ins, outs: self._unary("RELU1", ins, outs)
 
 
 def _densify(tensor, info, shape):

