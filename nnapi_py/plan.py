@@ -89,7 +89,7 @@ class Plan:
                 outs.append(infos[o].with_dims(d))
             node.kernel = node.op.build(ins, outs)
             if profile.ENABLED:
-                node.kernel = profile.timed(node.name, node.kernel)
+                node.kernel = profile.timed(node.name, node.kernel, profile.kernel_label(node.name, ins, outs))
         self.static = static
         self.shapes = shapes
         self.template = tmpl
@@ -254,7 +254,7 @@ class Plan:
                     except NNError as e:
                         raise op_failed(e.reason) from None
                     if profile.ENABLED:
-                        kern = profile.timed(node.name, kern)
+                        kern = profile.timed(node.name, kern, profile.kernel_label(node.name, ins, outs))
                     if len(node.cache) > 32:
                         node.cache.clear()
                     node.cache[key] = (kern, out_dims)

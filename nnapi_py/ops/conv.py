@@ -28,7 +28,7 @@ from .base import Op, register, tname, value_error
 from . import quant as Q
 from .padding import implicit_padding, out_size, window_view
 from .quant import OutputStage, centered_max, exact_dtype, scale_product
-from .common import F16, F32, I32, Q8, Q8S, QPC, FLOATS, Derived, check_bias_quant
+from .common import F16, F32, I32, Q8, Q8S, QPC, FLOATS, Derived, Scratch, check_bias_quant
 
 BOOL, INT32 = C.BOOL, C.INT32
 _BLOCK_BYTES = 1 << 20          # working-set target of one block of output rows
@@ -245,16 +245,27 @@ def _layout_dims(n, h, w, c, nchw):
 
 
 # ---- input preparation ---------------------------------------------------------------------------
-def prepare_input(x, nchw, pads, dtype, zp):
+def prepare_input(x, nchw, pads, dtype, zp, bufs=None):
     """NHWC array of dtype (centred by zp), zero-padded by pads = (top, bottom, left, right).
 
-    Returns the input itself when nothing needs to change (float32 NHWC, no padding)."""
+    Returns the input itself when nothing needs to change (float32 NHWC, no padding).  With
+    bufs (a Scratch set) the padded array is the kernel's own, zero-filled when first made, so
+    only its interior is written."""
     xn = x.transpose(0, 2, 3, 1) if nchw else x
     pt, pb, pl, pr = pads
     if not (pt or pb or pl or pr) and xn.dtype == dtype and not zp and xn.flags.c_contiguous:
         return xn
     n, h, w, c = xn.shape
-    xp = np.empty((n, h + pt + pb, w + pl + pr, c), dtype)
+    shape = (n, h + pt + pb, w + pl + pr, c)
+    if bufs is not None:
+        xp = bufs.array("padded", shape, dtype, zero=True)
+        inner = xp[:, pt:pt + h, pl:pl + w]
+        if zp:
+            np.subtract(xn, dtype(zp), out=inner, dtype=dtype)
+        else:
+            inner[...] = xn
+        return xp
+    xp = np.empty(shape, dtype)
     if pt:
         xp[:, :pt] = 0
     if pb:
@@ -271,12 +282,13 @@ def prepare_input(x, nchw, pads, dtype, zp):
     return xp
 
 
-def prepare_planes(x, nchw, pads, dtype, zp, sw, repeat=1):
+def prepare_planes(x, nchw, pads, dtype, zp, sw, repeat=1, bufs=None):
     """Like prepare_input, but split by width phase for a stride sw: plane p holds the padded
     columns p, p + sw, p + 2 sw, ... (contiguous), so that a strided tap is a contiguous slice.
-    repeat > 1 repeats every channel (depth multiplier).  One pass over the input."""
+    repeat > 1 repeats every channel (depth multiplier).  One pass over the input.  With bufs
+    the planes are the kernel's own (zero border made once)."""
     if sw == 1 and repeat == 1:
-        return [prepare_input(x, nchw, pads, dtype, zp)]
+        return [prepare_input(x, nchw, pads, dtype, zp, bufs)]
     xn = x.transpose(0, 2, 3, 1) if nchw else x
     if repeat > 1:
         xn = np.repeat(xn, repeat, axis=3)
@@ -286,7 +298,8 @@ def prepare_planes(x, nchw, pads, dtype, zp, sw, repeat=1):
     planes = []
     for p in range(sw):
         cols = len(range(p, wp, sw))
-        pl_ = np.zeros((n, h + pt + pb, cols, c), dtype)
+        shape = (n, h + pt + pb, cols, c)
+        pl_ = np.zeros(shape, dtype) if bufs is None else bufs.array(("plane", p), shape, dtype, zero=True)
         k0 = max(0, -(-(pl - p) // sw))              # first plane column inside the input
         k1 = min(cols, -(-(pl + w - p) // sw))       # one past the last
         if k1 > k0:
@@ -435,10 +448,12 @@ class _Output:
 
 
 # ---- im2col convolution core (CONV_2D, GROUPED_CONV_2D) ----------------------------------------
-def _conv_blocks(xp, pk, geom, on, epi, groups=1):
+def _conv_blocks(xp, pk, geom, on, epi, groups=1, bufs=None):
     """xp: padded NHWC input (compute dtype); pk.mat: [KH*KW*Cg, O] (groups == 1) or
     [G, KH*KW*Cg, Og]; on: NHWC view of the output.  Accumulators reach the epilogue as
-    [rows, OW, O] blocks."""
+    [rows, OW, O] blocks.  bufs (a Scratch set) holds the patch and accumulator blocks."""
+    if bufs is None:
+        bufs = Scratch().take()
     kh, kw, (sh, sw), (dh, dw), oh, ow = geom
     n, _, _, c = xp.shape
     o = on.shape[3]
@@ -451,32 +466,44 @@ def _conv_blocks(xp, pk, geom, on, epi, groups=1):
             np.matmul(src.reshape(-1, c), mat, out=on.reshape(-1, o))     # one GEMM
             epi(on, on, True)
             return
-        rows = _rows_per_block(ow * (c + o) * pk.dtype().itemsize)
+        rows = min(oh, _rows_per_block(ow * (c + o) * pk.dtype().itemsize))
+        accb = None if direct else bufs.array("acc", (rows * ow, o), pk.dtype)
         for b in range(n):
             for r0 in range(0, oh, rows):
                 r1 = min(oh, r0 + rows)
-                cols = np.ascontiguousarray(src[b, r0:r1]).reshape(-1, c)
+                blk = src[b, r0:r1]
+                if blk.flags.c_contiguous:
+                    cols = blk.reshape(-1, c)
+                else:
+                    cols = bufs.array("cols", (rows * ow, c), pk.dtype)[:(r1 - r0) * ow]
+                    cols.reshape(blk.shape)[...] = blk
                 dst = on[b, r0:r1]
                 if direct:
                     np.matmul(cols, mat, out=dst.reshape(-1, o))
                     epi(dst, dst, True)
                 else:
-                    epi(np.matmul(cols, mat).reshape(r1 - r0, ow, o), dst, False)
+                    acc = accb[:(r1 - r0) * ow]
+                    np.matmul(cols, mat, out=acc)
+                    epi(acc.reshape(r1 - r0, ow, o), dst, False)
         return
     win = window_view(xp, kh, kw, sh, sw, dh, dw)[:, :oh, :ow]      # [N, OH, OW, KH, KW, C]
     kdim = kh * kw * c
-    rows = _rows_per_block(ow * (kdim + o) * pk.dtype().itemsize)
+    rows = min(oh, _rows_per_block(ow * (kdim + o) * pk.dtype().itemsize))
     for b in range(n):
         for r0 in range(0, oh, rows):
             r1 = min(oh, r0 + rows)
             dst = on[b, r0:r1]
             if groups == 1:
-                cols = win[b, r0:r1].reshape(-1, kdim)                   # im2col block (copy)
+                np_ = (r1 - r0) * ow
+                cols = bufs.array("cols", (rows * ow, kdim), pk.dtype)[:np_]
+                cols.reshape((r1 - r0,) + win.shape[2:])[...] = win[b, r0:r1]   # im2col block
                 if direct:
                     np.matmul(cols, mat, out=dst.reshape(-1, o))
                     epi(dst, dst, True)
                 else:
-                    epi(np.matmul(cols, mat).reshape(r1 - r0, ow, o), dst, False)
+                    acc = bufs.array("acc", (rows * ow, o), pk.dtype)[:np_]
+                    np.matmul(cols, mat, out=acc)
+                    epi(acc.reshape(r1 - r0, ow, o), dst, False)
             else:
                 cg = c // groups
                 # [P, KH, KW, G, Cg] -> [G, P, KH*KW*Cg]; one batched GEMM over the groups
@@ -505,6 +532,7 @@ def _conv_like_build(op, ins, outs, L, groups_of=None):
 
     packed = _packed_filter(ins, o, False, arrange)
     res = _Output(ins, outs, fuse, packed)
+    scratch = Scratch()
 
     def kernel(i, oarr):
         pk = packed.get(i[1])
@@ -512,8 +540,12 @@ def _conv_like_build(op, ins, outs, L, groups_of=None):
         if out.size == 0:
             return
         on = out.transpose(0, 2, 3, 1) if nchw else out
-        xp = prepare_input(i[0], nchw, (pt, pb, pl, pr), pk.dtype, res.zp)
-        _conv_blocks(xp, pk, geom, on, res.epilogue(pk, i[2]), groups)
+        bufs = scratch.take()
+        try:
+            xp = prepare_input(i[0], nchw, (pt, pb, pl, pr), pk.dtype, res.zp, bufs)
+            _conv_blocks(xp, pk, geom, on, res.epilogue(pk, i[2]), groups, bufs)
+        finally:
+            scratch.give(bufs)
     return kernel
 
 
@@ -700,27 +732,36 @@ class DepthwiseConv2D(ConvBase):
         zp = res.zp
         pt, pb, pl, pr = pads
         row = ow * o
+        scratch = Scratch()
 
         def kernel(i, oarr):
-            pk = packed.get(i[1])
             out = oarr[0]
             if out.size == 0:
                 return
+            bufs = scratch.take()
+            try:
+                run(i, out, bufs)
+            finally:
+                scratch.give(bufs)
+
+        def run(i, out, bufs):
+            pk = packed.get(i[1])
             on = out.transpose(0, 2, 3, 1) if nchw else out
             # width phases: with stride sw the columns x0, x0+sw, ... of phase x0 % sw are adjacent;
             # with a depth multiplier m input channel k feeds outputs k*m .. k*m+m-1
-            planes = prepare_planes(i[0], nchw, (pt, pb, pl, pr), pk.dtype, zp, sw, m)
+            planes = prepare_planes(i[0], nchw, (pt, pb, pl, pr), pk.dtype, zp, sw, m, bufs)
             epi = res.epilogue(pk, i[2])
             direct = (not quant) and on.dtype == pk.dtype and on.flags.c_contiguous
             taps = pk.mat
-            rows = max(1, (1 << 20) // (row * pk.dtype().itemsize))
-            tmp = np.empty((min(rows, oh), row), pk.dtype)
+            rows = min(oh, max(1, (1 << 20) // (row * pk.dtype().itemsize)))
+            tmp = bufs.array("tmp", (rows, row), pk.dtype)
+            accb = None if direct else bufs.array("acc", (rows, row), pk.dtype)
             for b in range(planes[0].shape[0]):
                 for r0 in range(0, oh, rows):
                     r1 = min(oh, r0 + rows)
                     nr = r1 - r0
                     dst = on[b, r0:r1]
-                    acc = dst.reshape(nr, row) if direct else np.empty((nr, row), pk.dtype)
+                    acc = dst.reshape(nr, row) if direct else accb[:nr]
                     t5 = tmp[:nr]
                     t = 0
                     for ky in range(kh):
