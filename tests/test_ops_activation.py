@@ -480,3 +480,27 @@ def test_zero_sized_kernels():
         ins = [Info(F32, shp), S(FLOAT32, 1.0), S(INT32, axis)]
         k = op.build(ins, [Info(F32, shp)])
         k([np.empty(shp, np.float32), ins[1].value, ins[2].value], [np.empty(shp, np.float32)])
+
+
+@pytest.mark.parametrize("xs,as_", [((1, 5, 7, 16), (1, 1, 16)), ((2, 3, 4), (4,)), ((3, 300), (1, 300)),
+                                    ((2, 3, 4, 5), (3, 1, 1)), ((4, 6), (1,)), ((1, 5, 7, 16), (7, 16))])
+@pytest.mark.parametrize("kind", ["below_1", "above_1", "negative", "mixed", "with_zero"])
+def test_prelu_constant_alpha_matches_definition_with_inf_nan(xs, as_, kind):
+    """The row-tiled max/min kernel (constant alpha all <= 1 or all >= 1) and the general one
+    both give x >= 0 ? x : x * alpha, also for +-inf and NaN inputs."""
+    import nnapi_py as nn
+    rng = np.random.default_rng(abs(hash((xs, as_, kind))) % 2**32)
+    lo, hi = {"below_1": (0.05, 1), "above_1": (1, 3), "negative": (-2, -0.1), "mixed": (-2, 3),
+              "with_zero": (0, 0.5)}[kind]
+    a = rng.uniform(lo, hi, as_).astype(np.float32)
+    if kind == "with_zero":
+        a.flat[0] = 0
+    x = (rng.standard_normal(xs) * 3).astype(np.float32)
+    x.flat[:3] = [np.inf, -np.inf, np.nan]
+    m = nn.Model()
+    xi = m.input("x", nn.float32, xs)
+    m.output(m.op("PRELU", xi, a), "y")
+    y = m.compile().run({"x": x})["y"]
+    with np.errstate(all="ignore"):
+        ref = np.where(x >= 0, x, x * a)
+    assert np.array_equal(y, ref, equal_nan=True)

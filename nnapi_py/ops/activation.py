@@ -243,6 +243,9 @@ class Prelu(Op):
     def build(self, ins, outs):
         t = ins[0].type
         if t in FLOATS:
+            fast = _prelu_rows(ins, outs) if t == F32 else None
+            if fast is not None:
+                return fast
             if t == F32:
                 def k(i, o):
                     x, a = i[0], i[1]
@@ -277,6 +280,48 @@ class Prelu(Op):
             acc += zo
             Q.store(o[0], acc, lo, hi)
         return k
+
+
+def _prelu_rows(ins, outs):
+    """float32 PRELU with a constant, finite, non-zero alpha that is <= 1 everywhere (or >= 1
+    everywhere), the usual case: x >= 0 ? x : x * alpha is then max(x, x * alpha) (min for
+    alpha >= 1), two passes and no temporary.  Alpha is tiled once along whole rows of the
+    input's trailing dimensions, so numpy's inner loop runs over a long row rather than over
+    the channels.  None when this does not apply (the general kernel runs)."""
+    x, a = ins[0], ins[1]
+    if a.value is None or x.dims is None or not all(x.dims) or outs[0].dims is None \
+            or tuple(outs[0].dims) != tuple(x.dims):
+        return None
+    alpha = np.asarray(a.value, np.float32)
+    if alpha.size == 0 or not np.isfinite(alpha).all() or not alpha.all():
+        return None                         # alpha 0: inf * 0 would be NaN where x = +inf
+    if (alpha <= 1).all():
+        pick = np.maximum
+    elif (alpha >= 1).all():
+        pick = np.minimum
+    else:
+        return None
+    shape = tuple(int(d) for d in x.dims)
+    r = len(shape)
+    ap = alpha.reshape((1,) * (r - alpha.ndim) + alpha.shape)
+    k = r                                   # trailing dims alpha may vary along
+    while k > 0 and all(d == 1 for d in ap.shape[:r - k + 1]):
+        k -= 1
+    k = max(k, 1)
+    while k < r and int(np.prod(shape[r - k:])) < 1024:
+        k += 1                              # longer rows: alpha broadcasts along them anyway
+    row = np.ascontiguousarray(np.broadcast_to(ap[(0,) * (r - k)], shape[r - k:]).reshape(-1))
+    n = row.size
+
+    def kern(i, o):
+        xv, out = i[0], o[0]
+        if not (xv.flags.c_contiguous and out.flags.c_contiguous):
+            out[...] = pick(xv, xv * ap)
+            return
+        x2, o2 = xv.reshape(-1, n), out.reshape(-1, n)
+        np.multiply(x2, row, out=o2)
+        pick(o2, x2, out=o2)
+    return kern
 
 
 # ---- SOFTMAX, LOG_SOFTMAX --------------------------------------------------------------------
