@@ -504,3 +504,18 @@ def test_prelu_constant_alpha_matches_definition_with_inf_nan(xs, as_, kind):
     with np.errstate(all="ignore"):
         ref = np.where(x >= 0, x, x * a)
     assert np.array_equal(y, ref, equal_nan=True)
+
+
+def test_prelu_mixed_alpha_rows_kernel_keeps_work_array_between_runs():
+    """Constant alpha with values both below and above 1 (the four-pass kernel): several runs
+    of one compilation give the definition's numbers every time."""
+    import nnapi_py as nn
+    rng = np.random.default_rng(7)
+    a = rng.uniform(-1.5, 3.0, (1, 1, 32)).astype(np.float32)
+    m = nn.Model()
+    xi = m.input("x", nn.float32, (1, 9, 11, 32))
+    m.output(m.op("PRELU", xi, a), "y")
+    c = m.compile()
+    for _ in range(3):
+        x = (rng.standard_normal((1, 9, 11, 32)) * 3).astype(np.float32)
+        assert np.array_equal(c.run({"x": x})["y"], np.where(x >= 0, x, x * a))

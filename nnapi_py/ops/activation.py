@@ -26,7 +26,7 @@ from .. import constants as C
 from .base import Op, register, value_error
 from . import quant as Q
 from .quant import quantize_value
-from .common import broadcast_shape, scalar_for, check_scalar, same_shape_signature, check_axis_input, check_same_shape, optional_axis, optional_axis_level, float_kernel  # noqa: F401
+from .common import broadcast_shape, scalar_for, check_scalar, same_shape_signature, check_axis_input, check_same_shape, optional_axis, optional_axis_level, float_kernel, Scratch  # noqa: F401
 
 F16, F32 = C.TENSOR_FLOAT16, C.TENSOR_FLOAT32
 Q8, Q8S = C.TENSOR_QUANT8_ASYMM, C.TENSOR_QUANT8_ASYMM_SIGNED
@@ -283,24 +283,25 @@ class Prelu(Op):
 
 
 def _prelu_rows(ins, outs):
-    """float32 PRELU with a constant, finite, non-zero alpha that is <= 1 everywhere (or >= 1
-    everywhere), the usual case: x >= 0 ? x : x * alpha is then max(x, x * alpha) (min for
-    alpha >= 1), two passes and no temporary.  Alpha is tiled once along whole rows of the
-    input's trailing dimensions, so numpy's inner loop runs over a long row rather than over
-    the channels.  None when this does not apply (the general kernel runs)."""
+    """float32 PRELU with a constant, finite alpha (the usual case).  With a non-zero alpha
+    <= 1 everywhere (or >= 1 everywhere) x >= 0 ? x : x * alpha is max(x, x * alpha) (min for
+    alpha >= 1): two passes and no temporary; otherwise max(x, 0) + min(x, 0) * alpha (exact
+    for finite alpha) in four passes over a kept work array.  Alpha is tiled once along whole
+    rows of the input's trailing dimensions, so numpy's inner loop runs over a long row
+    rather than over the channels.  None when this does not apply (the general kernel runs)."""
     x, a = ins[0], ins[1]
     if a.value is None or x.dims is None or not all(x.dims) or outs[0].dims is None \
             or tuple(outs[0].dims) != tuple(x.dims):
         return None
     alpha = np.asarray(a.value, np.float32)
-    if alpha.size == 0 or not np.isfinite(alpha).all() or not alpha.all():
-        return None                         # alpha 0: inf * 0 would be NaN where x = +inf
-    if (alpha <= 1).all():
-        pick = np.maximum
-    elif (alpha >= 1).all():
-        pick = np.minimum
-    else:
+    if alpha.size == 0 or not np.isfinite(alpha).all():
         return None
+    pick = None                             # None: max(x, 0) + min(x, 0) * alpha, four passes
+    if alpha.all():                         # (alpha 0 would make inf * 0 = NaN where x = +inf)
+        if (alpha <= 1).all():
+            pick = np.maximum
+        elif (alpha >= 1).all():
+            pick = np.minimum
     shape = tuple(int(d) for d in x.dims)
     r = len(shape)
     ap = alpha.reshape((1,) * (r - alpha.ndim) + alpha.shape)
@@ -313,14 +314,29 @@ def _prelu_rows(ins, outs):
     row = np.ascontiguousarray(np.broadcast_to(ap[(0,) * (r - k)], shape[r - k:]).reshape(-1))
     n = row.size
 
+    scratch = Scratch()
+
     def kern(i, o):
         xv, out = i[0], o[0]
         if not (xv.flags.c_contiguous and out.flags.c_contiguous):
-            out[...] = pick(xv, xv * ap)
+            with np.errstate(all="ignore"):
+                out[...] = pick(xv, xv * ap) if pick else np.maximum(xv, 0) + np.minimum(xv, 0) * ap
             return
         x2, o2 = xv.reshape(-1, n), out.reshape(-1, n)
-        np.multiply(x2, row, out=o2)
-        pick(o2, x2, out=o2)
+        with np.errstate(all="ignore"):
+            if pick is not None:
+                np.multiply(x2, row, out=o2)
+                pick(o2, x2, out=o2)
+                return
+            bufs = scratch.take()
+            try:
+                tmp = bufs.array("neg", x2.shape, np.float32)
+                np.minimum(x2, 0, out=tmp)
+                tmp *= row
+                np.maximum(x2, 0, out=o2)
+                o2 += tmp
+            finally:
+                scratch.give(bufs)
     return kern
 
 

@@ -10,13 +10,18 @@ are computed in float32 with the same expressions, BILINEAR accumulates the four
 taps in the reference order in float32 and, for quantized images, adds 0.5 and truncates;
 NEAREST_NEIGHBOR floors (or rounds half away from zero with align_corners).  Coordinates and
 weights are computed once per shape in build(); a kernel is a few gathers and multiplies.
+BILINEAR weights the two source rows first (a * (1 - dy), b * dy: the reference's first
+products, on the smaller [N, OH, W, C] arrays), then gathers columns into whole output rows
+and multiplies by the column weights tiled along the row (long inner loops), into the output
+itself when it is contiguous float32; its work arrays are kept from run to run.
 """
 import numpy as np
 
 from .. import constants as C
 from .base import Op, register, tname, value_error
 from . import quant as Q
-from .common import check_rank4, check_scalar_type, scalar_of, nchw_flag, nhwc_kernel, zero_sized_const_level
+from .common import (Scratch, check_rank4, check_scalar_type, scalar_of, nchw_flag, nhwc_kernel,
+                     zero_sized_const_level)
 
 F16, F32 = C.TENSOR_FLOAT16, C.TENSOR_FLOAT32
 Q8, Q8S = C.TENSOR_QUANT8_ASYMM, C.TENSOR_QUANT8_ASYMM_SIGNED
@@ -137,35 +142,52 @@ class ResizeBilinear(_Resize):
     def make(self, t, align, half, h, w, oh, ow):
         y0, y1, dy = self._axis(h, oh, align, half)
         x0, x1, dx = self._axis(w, ow, align, half)
-        wy1 = dy[:, None, None]                  # (OH, 1, 1) against (N, OH, OW, C)
+        wy1 = dy[:, None, None]                  # (OH, 1, 1) against (N, OH, W, C)
         wy0 = (f32(1) - dy)[:, None, None]
-        wx1 = dx[:, None]                        # (OW, 1)
-        wx0 = (f32(1) - dx)[:, None]
         quant = t in (Q8, Q8S)
         if quant:
             lo, hi = Q.qrange(t)
+        scratch = Scratch()
+        tiled = {}
 
         def core(x, y):
-            xf = x if x.dtype == f32 else x.astype(f32)
-            r0 = xf[:, y0]                       # (N, OH, W, C)
-            r1 = xf[:, y1]
-            # reference order: a*(1-dy)*(1-dx) + b*dy*(1-dx) + c*(1-dy)*dx + d*dy*dx
-            acc = r0[:, :, x0] * wy0
-            acc *= wx0
-            tmp = r1[:, :, x0] * wy1
-            tmp *= wx0
-            acc += tmp
-            np.multiply(r0[:, :, x1], wy0, out=tmp)
-            tmp *= wx1
-            acc += tmp
-            np.multiply(r1[:, :, x1], wy1, out=tmp)
-            tmp *= wx1
-            acc += tmp
-            if quant:
-                acc += f32(0.5)
-                np.trunc(acc, out=acc)          # static_cast<T>: toward zero
-                np.clip(acc, lo, hi, out=acc)
-            y[...] = acc
+            n, c = x.shape[0], x.shape[3]
+            wx = tiled.get(c)
+            if wx is None:                       # column weights along a whole output row
+                wx = tiled[c] = (np.repeat(f32(1) - dx, c), np.repeat(dx, c))
+            wx0, wx1 = wx
+            bufs = scratch.take()
+            try:
+                if x.dtype != f32:
+                    xf = bufs.array("x", x.shape, f32)
+                    xf[...] = x
+                    x = xf
+                # reference order: a*(1-dy)*(1-dx) + b*dy*(1-dx) + c*(1-dy)*dx + d*dy*dx
+                a = bufs.array("rows0", (n, oh, w, c), f32)
+                b = bufs.array("rows1", (n, oh, w, c), f32)
+                np.take(x, y0, axis=1, out=a)
+                a *= wy0
+                np.take(x, y1, axis=1, out=b)
+                b *= wy1
+                a, b = a.reshape(n * oh, w, c), b.reshape(n * oh, w, c)
+                direct = (not quant) and y.dtype == f32 and y.flags.c_contiguous
+                acc = y.reshape(n * oh, ow * c) if direct else bufs.array("acc", (n * oh, ow * c), f32)
+                tmp = bufs.array("tmp", (n * oh, ow * c), f32)
+                acc3, tmp3 = acc.reshape(n * oh, ow, c), tmp.reshape(n * oh, ow, c)
+                np.take(a, x0, axis=1, out=acc3)
+                acc *= wx0
+                for src, cols, wgt in ((b, x0, wx0), (a, x1, wx1), (b, x1, wx1)):
+                    np.take(src, cols, axis=1, out=tmp3)
+                    tmp *= wgt
+                    acc += tmp
+                if quant:
+                    acc += f32(0.5)
+                    np.trunc(acc, out=acc)      # static_cast<T>: toward zero
+                    np.clip(acc, lo, hi, out=acc)
+                if not direct:
+                    y[...] = acc.reshape(y.shape)
+            finally:
+                scratch.give(bufs)
         return core
 
 
