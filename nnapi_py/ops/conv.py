@@ -37,6 +37,9 @@ _BLOCK_BYTES = 1 << 20          # working-set target of one block of output rows
 # multiply-add passes: measured faster from 64 channels (MobileNet's 14x14 / 7x7 layers 25 %),
 # slower for few channels and long rows (112x112x32: 2.5x slower)
 _DW_EINSUM_MIN_CHANNELS = 64
+# ... and any depthwise layer (quantized too) with few output pixels (streaming audio models:
+# a 17x1 filter over a 17x1 window), where two numpy calls per tap cost more than the work
+_DW_EINSUM_MAX_PIXELS = 16
 
 
 # ---- signature ---------------------------------------------------------------------------------
@@ -752,13 +755,15 @@ class DepthwiseConv2D(ConvBase):
         def run(i, out, bufs):
             pk = packed.get(i[1])
             on = out.transpose(0, 2, 3, 1) if nchw else out
-            if (not quant) and m == 1 and o >= _DW_EINSUM_MIN_CHANNELS and on.dtype == pk.dtype \
-                    and on.flags.c_contiguous:
+            small = oh * ow <= _DW_EINSUM_MAX_PIXELS
+            if m == 1 and (small or (not quant and o >= _DW_EINSUM_MIN_CHANNELS)):
                 xp = prepare_input(i[0], nchw, (pt, pb, pl, pr), pk.dtype, zp, bufs)
                 win = window_view(xp, kh, kw, sh, sw, dh, dw)[:, :oh, :ow]
                 w3 = pk.mat[:, :o].reshape(kh, kw, o)
-                np.einsum("nhwijc,ijc->nhwc", win, w3, out=on)
-                res.epilogue(pk, i[2])(on, on, True)
+                direct = (not quant) and on.dtype == pk.dtype and on.flags.c_contiguous
+                acc = on if direct else bufs.array("acc_small", (n, oh, ow, o), pk.dtype)
+                np.einsum("nhwijc,ijc->nhwc", win, w3, out=acc)    # exact for centred integers
+                res.epilogue(pk, i[2])(acc, on, direct)
                 return
             # width phases: with stride sw the columns x0, x0+sw, ... of phase x0 % sw are adjacent;
             # with a depth multiplier m input channel k feeds outputs k*m .. k*m+m-1
