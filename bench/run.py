@@ -134,8 +134,8 @@ def main():
                 ours, xnn, builtin, ref = (float(x) for x in parts[2:])
                 name = f"tflite_{parts[1]}"
                 rows.append((name, ours, "ms", None))
-                ratios[name] = (ours / xnn, f"XNNPACK ({xnn:.2f} ms); {ours / ref:.2f} x reference kernels "
-                                            f"({ref:.2f} ms)")
+                ratios[name] = (ours / xnn, f"XNNPACK ({xnn:.3g} ms); {ours / ref:.2f} x reference kernels "
+                                            f"({ref:.3g} ms)")
                 if builtin == builtin:      # the goal: at most LiteRT's builtin kernels (no XNNPACK)
                     rows.append((f"  {parts[1]}/builtin", ours / builtin, "x", 1.0))
                     GOALS.add(f"  {parts[1]}/builtin")
