@@ -9,11 +9,13 @@ quantized values, zero padding).  The arithmetic:
   a block of output rows at a time so that the patch matrix stays in cache, times the filter
   pre-packed at build() as a [KH*KW*C, O] matrix (GROUPED: a batch of per-group matrices);
   a 1x1 stride-1 convolution is a single matmul on the input itself.
-* DEPTHWISE_CONV_2D: a sum over the KH*KW taps of shifted input slices times per-channel
-  weights, per block of rows; the weights are tiled along a whole output row at build() so
-  every multiply-add runs over long contiguous rows; a stride is handled by splitting the
-  padded input into width phases (a strided tap becomes a contiguous slice); a depth
-  multiplier repeats the input channels once.
+* DEPTHWISE_CONV_2D: the sum over the KH*KW taps as one einsum over whole output rows: the
+  weights are tiled along a whole output row at build(), the input is a strided view
+  [N, OH, KH, KW, OW*C] of the padded input (no copy), so the sum runs with a long contiguous
+  inner loop in a single pass writing the output; a width stride is handled by splitting the
+  padded input into width phases (a strided tap becomes a contiguous slice, one einsum per
+  phase); a depth multiplier repeats the input channels once.  (Width stride and width
+  dilation both > 1: per-tap multiply-add passes over blocks of rows.)
 * TRANSPOSE_CONV_2D: one matmul input[N*H*W, C] x filter[C, KH*KW*O], then the taps are
   scatter-added with strided slices into the full output and the padding is cropped.
 
@@ -32,14 +34,6 @@ from .common import F16, F32, I32, Q8, Q8S, QPC, FLOATS, Derived, Scratch, check
 
 BOOL, INT32 = C.BOOL, C.INT32
 _BLOCK_BYTES = 1 << 20          # working-set target of one block of output rows
-# float depthwise layers with at least this many channels run as one einsum over the window
-# view (one pass writing the output, the taps summed per element) instead of the per-tap
-# multiply-add passes: measured faster from 64 channels (MobileNet's 14x14 / 7x7 layers 25 %),
-# slower for few channels and long rows (112x112x32: 2.5x slower)
-_DW_EINSUM_MIN_CHANNELS = 64
-# ... and any depthwise layer (quantized too) with few output pixels (streaming audio models:
-# a 17x1 filter over a 17x1 window), where two numpy calls per tap cost more than the work
-_DW_EINSUM_MAX_PIXELS = 16
 
 
 # ---- signature ---------------------------------------------------------------------------------
@@ -740,6 +734,7 @@ class DepthwiseConv2D(ConvBase):
         zp = res.zp
         pt, pb, pl, pr = pads
         row = ow * o
+        geom = (n, oh, ow, o, kh, kw, sh, sw, dh, dw)
         scratch = Scratch()
 
         def kernel(i, oarr):
@@ -755,22 +750,15 @@ class DepthwiseConv2D(ConvBase):
         def run(i, out, bufs):
             pk = packed.get(i[1])
             on = out.transpose(0, 2, 3, 1) if nchw else out
-            small = oh * ow <= _DW_EINSUM_MAX_PIXELS
-            if m == 1 and (small or (not quant and o >= _DW_EINSUM_MIN_CHANNELS)):
-                xp = prepare_input(i[0], nchw, (pt, pb, pl, pr), pk.dtype, zp, bufs)
-                win = window_view(xp, kh, kw, sh, sw, dh, dw)[:, :oh, :ow]
-                w3 = pk.mat[:, :o].reshape(kh, kw, o)
-                direct = (not quant) and on.dtype == pk.dtype and on.flags.c_contiguous
-                acc = on if direct else bufs.array("acc_small", (n, oh, ow, o), pk.dtype)
-                np.einsum("nhwijc,ijc->nhwc", win, w3, out=acc)    # exact for centred integers
-                res.epilogue(pk, i[2])(acc, on, direct)
-                return
             # width phases: with stride sw the columns x0, x0+sw, ... of phase x0 % sw are adjacent;
             # with a depth multiplier m input channel k feeds outputs k*m .. k*m+m-1
             planes = prepare_planes(i[0], nchw, (pt, pb, pl, pr), pk.dtype, zp, sw, m, bufs)
             epi = res.epilogue(pk, i[2])
             direct = (not quant) and on.dtype == pk.dtype and on.flags.c_contiguous
             taps = pk.mat
+            if sw == 1 or dw == 1:
+                _dw_rows_einsum(planes, taps.reshape(kh, kw, row), geom, on, direct, epi, bufs)
+                return
             rows = min(oh, max(1, (1 << 20) // (row * pk.dtype().itemsize)))
             tmp = bufs.array("tmp", (rows, row), pk.dtype)
             accb = None if direct else bufs.array("acc", (rows, row), pk.dtype)
@@ -797,6 +785,41 @@ class DepthwiseConv2D(ConvBase):
                             t += 1
                     epi(acc.reshape(nr, ow, o), dst, direct)
         return kernel
+
+
+def _dw_rows_einsum(planes, taps, geom, on, direct, epi, bufs):
+    """Depthwise sum over the taps as one einsum per width phase, over whole output rows.
+
+    With the input channels last, the KW taps of one filter row read the same padded input
+    row at offsets of one column (C values), and an output row is OW*C contiguous values: a
+    strided view X[n, r, ky, kx, p] = plane[n, r*sh + ky*dh, kx*step + p] (p along the row, no
+    copy) and the taps tiled along the row, W[ky, kx, p], give out[n, r, p] = sum X * W with a
+    long contiguous inner loop and a single pass writing the output (numpy's per-tap
+    multiply-add needs two passes per tap).  With a stride sw > 1 the taps of one width phase
+    share a plane (prepare_planes) and the phases' sums are added.  Exact for centred integers."""
+    n, oh, ow, o, kh, kw, sh, sw, dh, dw = geom
+    row = ow * o
+    acc = on.reshape(n, oh, row) if direct else bufs.array("acc", (n, oh, row), planes[0].dtype)
+    first = True
+    for q in range(sw):
+        kxs = list(range(kw)) if sw == 1 else [kx for kx in range(q, kw, sw)]
+        if not kxs:
+            continue
+        plane = planes[(kxs[0] * dw) % sw]
+        st = plane.strides
+        step = dw if sw == 1 else 1                       # plane columns between the phase's taps
+        x = np.lib.stride_tricks.as_strided(
+            plane, (n, oh, kh, len(kxs), row),
+            (st[0], st[1] * sh, st[1] * dh, st[2] * step, st[3]), writeable=False)
+        w = taps if sw == 1 else taps[:, q::sw]
+        if first:
+            np.einsum("nrijp,ijp->nrp", x, w, out=acc)
+            first = False
+        else:
+            part = bufs.array("phase", acc.shape, acc.dtype)
+            np.einsum("nrijp,ijp->nrp", x, w, out=part)
+            acc += part
+    epi(acc.reshape(n, oh, ow, o), on, direct)
 
 
 # ---- TRANSPOSE_CONV_2D --------------------------------------------------------------------------
