@@ -205,10 +205,13 @@ class Scratch:
 class _Buffers(dict):
     __slots__ = ()
 
-    def array(self, key, shape, dtype, zero=False):
+    def array(self, key, shape, dtype, zero=False, init=None):
+        """The buffer `key` of this shape and dtype; init(a) runs once, when it is made."""
         a = dict.get(self, key)
         if a is None or a.shape != shape or a.dtype != dtype:
             a = np.zeros(shape, dtype) if zero else np.empty(shape, dtype)
+            if init is not None:
+                init(a)
             self[key] = a
         return a
 

@@ -436,6 +436,7 @@ class _Output:
     def __init__(self, ins, outs, fuse, packed):
         self.quant = ins[0].type not in FLOATS
         self.fuse = fuse
+        self._aug = None
         if self.quant:
             self.stages = _StageCache(_QuantSetup(ins, outs, fuse), packed, ins[2].value)
             self.zp = ins[0].zp
@@ -448,12 +449,34 @@ class _Output:
             return _Epilogue(True, self.fuse, stage=self.stages.get(pk, bias))
         return _Epilogue(False, self.fuse, float_bias=self.fbias.get(bias))
 
+    def augmented(self, pk, bias):
+        """Float: pk.mat [K, O] with the bias as row K (made once for a constant filter and
+        bias); None when quantized or the filter is not a plain matrix."""
+        if self.quant or pk.mat.ndim != 2:
+            return None
+        b = self.fbias.get(bias)
+        c = self._aug
+        if c is not None and c[0] is pk and c[1] is b:
+            return c[2]
+        m = np.concatenate([pk.mat, b.reshape(1, -1).astype(pk.dtype)])
+        self._aug = (pk, b, m)
+        return m
+
 
 # ---- im2col convolution core (CONV_2D, GROUPED_CONV_2D) ----------------------------------------
-def _conv_blocks(xp, pk, geom, on, epi, groups=1, bufs=None):
+def _ones_column(a):
+    a[:, -1] = 1
+
+
+def _conv_blocks(xp, pk, geom, on, epi, groups=1, bufs=None, aug=None):
     """xp: padded NHWC input (compute dtype); pk.mat: [KH*KW*Cg, O] (groups == 1) or
     [G, KH*KW*Cg, Og]; on: NHWC view of the output.  Accumulators reach the epilogue as
-    [rows, OW, O] blocks.  bufs (a Scratch set) holds the patch and accumulator blocks."""
+    [rows, OW, O] blocks.  bufs (a Scratch set) holds the patch and accumulator blocks.
+    aug (float, groups == 1): the filter matrix with the bias as an extra last row; the
+    patches then get a column of ones, so the GEMM adds the bias (the last term of every sum,
+    as the separate pass would) and the epilogue only applies the activation: one pass over
+    the output fewer.  Used where the patches are copied anyway, or where copying the input
+    costs less than a pass over the output (O >= 2 C)."""
     if bufs is None:
         bufs = Scratch().take()
     kh, kw, (sh, sw), (dh, dw), oh, ow = geom
@@ -461,9 +484,18 @@ def _conv_blocks(xp, pk, geom, on, epi, groups=1, bufs=None):
     o = on.shape[3]
     mat = pk.mat
     direct = (not epi.quant) and on.dtype == pk.dtype and on.flags.c_contiguous
+    if not direct or groups != 1:
+        aug = None
     if kh == 1 and kw == 1 and groups == 1:
         src = xp[:, ::sh, ::sw][:, :oh, :ow] if (sh > 1 or sw > 1 or xp.shape[1] != oh
                                                   or xp.shape[2] != ow) else xp
+        if aug is not None and o >= 2 * c:
+            npix = n * oh * ow
+            xa = bufs.array("ones", (npix, c + 1), pk.dtype, init=_ones_column)
+            xa[:, :c].reshape(src.shape)[...] = src
+            np.matmul(xa, aug, out=on.reshape(-1, o))                        # GEMM + bias
+            Q.apply_float_activation(on, epi.fuse)
+            return
         if src.flags.c_contiguous and direct:
             np.matmul(src.reshape(-1, c), mat, out=on.reshape(-1, o))     # one GEMM
             epi(on, on, True)
@@ -495,7 +527,13 @@ def _conv_blocks(xp, pk, geom, on, epi, groups=1, bufs=None):
         for r0 in range(0, oh, rows):
             r1 = min(oh, r0 + rows)
             dst = on[b, r0:r1]
-            if groups == 1:
+            if groups == 1 and aug is not None:
+                np_ = (r1 - r0) * ow
+                cols = bufs.array("cols+1", (rows * ow, kdim + 1), pk.dtype, init=_ones_column)[:np_]
+                cols[:, :kdim].reshape((r1 - r0,) + win.shape[2:])[...] = win[b, r0:r1]
+                np.matmul(cols, aug, out=dst.reshape(-1, o))                     # GEMM + bias
+                Q.apply_float_activation(dst, epi.fuse)
+            elif groups == 1:
                 np_ = (r1 - r0) * ow
                 cols = bufs.array("cols", (rows * ow, kdim), pk.dtype)[:np_]
                 cols.reshape((r1 - r0,) + win.shape[2:])[...] = win[b, r0:r1]   # im2col block
@@ -545,7 +583,8 @@ def _conv_like_build(op, ins, outs, L, groups_of=None):
         bufs = scratch.take()
         try:
             xp = prepare_input(i[0], nchw, (pt, pb, pl, pr), pk.dtype, res.zp, bufs)
-            _conv_blocks(xp, pk, geom, on, res.epilogue(pk, i[2]), groups, bufs)
+            aug = res.augmented(pk, i[2]) if groups == 1 else None
+            _conv_blocks(xp, pk, geom, on, res.epilogue(pk, i[2]), groups, bufs, aug)
         finally:
             scratch.give(bufs)
     return kernel
