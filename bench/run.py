@@ -112,14 +112,13 @@ def main():
         # executions from 4 C threads sharing one compilation, against 1 thread, same run
         exe = build_threads()
         for model, seconds, floor in (("small", 2, 0.9), ("conv", 4, 1.6)):
-            rate = {}
-            for n in (1, 4):
-                runs = []
-                for _ in range(3):
+            runs = {1: [], 4: []}
+            for _ in range(3):                  # 1 and 4 threads alternately: drift hits both
+                for n in (1, 4):
                     out = subprocess.run([exe, model, str(n), str(seconds)], env=ENV, capture_output=True, text=True)
                     if out.returncode == 0:
-                        runs.append(float(out.stdout.split()[2]))
-                rate[n] = statistics.median(runs) if runs else float("nan")
+                        runs[n].append(float(out.stdout.split()[2]))
+            rate = {n: statistics.median(r) if r else float("nan") for n, r in runs.items()}
             rows.append((f"threads_{model}_1", rate[1], "/s", None))
             rows.append((f"threads_{model}_4", rate[4], "/s", None))
             rows.append((f"threads_{model}_4_vs_1", rate[4] / rate[1], "x", floor))
