@@ -260,22 +260,17 @@ def prepare_input(x, nchw, pads, dtype, zp, bufs=None):
     n, h, w, c = xn.shape
     shape = (n, h + pt + pb, w + pl + pr, c)
     if bufs is not None:
-        xp = bufs.array("padded", shape, dtype, zero=True)
-        inner = xp[:, pt:pt + h, pl:pl + w]
-        if zp:
-            np.subtract(xn, dtype(zp), out=inner, dtype=dtype)
-        else:
-            inner[...] = xn
-        return xp
-    xp = np.empty(shape, dtype)
-    if pt:
-        xp[:, :pt] = 0
-    if pb:
-        xp[:, pt + h:] = 0
-    if pl:
-        xp[:, pt:pt + h, :pl] = 0
-    if pr:
-        xp[:, pt:pt + h, pl + w:] = 0
+        xp = bufs.array("padded", shape, dtype, zero=True)      # border zero since made
+    else:
+        xp = np.empty(shape, dtype)
+        if pt:
+            xp[:, :pt] = 0
+        if pb:
+            xp[:, pt + h:] = 0
+        if pl:
+            xp[:, pt:pt + h, :pl] = 0
+        if pr:
+            xp[:, pt:pt + h, pl + w:] = 0
     inner = xp[:, pt:pt + h, pl:pl + w]
     if zp:
         np.subtract(xn, dtype(zp), out=inner, dtype=dtype)
