@@ -326,12 +326,12 @@ class _Epilogue:
     """Writes a block of accumulators [..., OW, O] into the matching NHWC block of the output:
     float: + bias, activation, cast; quantized: OutputStage (bias folded in)."""
 
-    def __init__(self, quant, fuse, stage=None, float_bias=None):
+    def __init__(self, quant, fuse, stage=None, float_bias=None, tiled=None):
         self.quant = quant
         self.fuse = fuse
         self.stage = stage
         self.bias = float_bias
-        self.tiled = {}
+        self.tiled = {} if tiled is None else tiled     # row length -> bias tiled along a row
 
     def __call__(self, acc, dst, inplace):
         if self.quant:
@@ -432,6 +432,7 @@ class _Output:
         self.quant = ins[0].type not in FLOATS
         self.fuse = fuse
         self._aug = None
+        self._tiles = None
         if self.quant:
             self.stages = _StageCache(_QuantSetup(ins, outs, fuse), packed, ins[2].value)
             self.zp = ins[0].zp
@@ -442,7 +443,11 @@ class _Output:
     def epilogue(self, pk, bias):
         if self.quant:
             return _Epilogue(True, self.fuse, stage=self.stages.get(pk, bias))
-        return _Epilogue(False, self.fuse, float_bias=self.fbias.get(bias))
+        b = self.fbias.get(bias)
+        t = self._tiles
+        if t is None or t[0] is not b:          # tiled rows kept while the bias is the same
+            t = self._tiles = (b, {})
+        return _Epilogue(False, self.fuse, float_bias=b, tiled=t[1])
 
     def augmented(self, pk, bias):
         """Float: pk.mat [K, O] with the bias as row K (made once for a constant filter and
