@@ -127,7 +127,24 @@ def declared_ffi():
 
 
 def open_library(path=None):
-    """(ffi, lib): the library at `path` (default: NNAPI_PY_LIB or nnapi_py.library_path())."""
+    """(ffi, lib): the library at `path` (default: NNAPI_PY_LIB or nnapi_py.library_path()),
+    every declared name resolved at once (resolve_all)."""
     from . import library_path
     ffi, _ = declared_ffi()
-    return ffi, ffi.dlopen(path or os.environ.get("NNAPI_PY_LIB") or library_path())
+    return ffi, resolve_all(ffi.dlopen(path or os.environ.get("NNAPI_PY_LIB") or library_path()))
+
+
+def resolve_all(lib):
+    """Look every declared function and constant up once, now.
+
+    cffi's ABI-mode library object resolves a name on its first use under a non-reentrant
+    lock; if garbage collection runs a finalizer during that first lookup and the finalizer
+    uses another not-yet-resolved name (``lib.ANeuralNetworksModel_free`` in a ``__del__``),
+    the thread waits for itself forever.  Resolved up front (about 2 ms), a lookup is a plain
+    attribute read.  Names the library does not export stay lazy (and fail when used)."""
+    for name in dir(lib):
+        try:
+            getattr(lib, name)
+        except (AttributeError, NotImplementedError):
+            pass
+    return lib

@@ -22,10 +22,12 @@ LIB_PATH = os.environ.get("NNAPI_PY_LIB", os.path.join(ROOT, "build", "lib", "li
 
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
-from nnapi_py.cdef import declared_ffi  # noqa: E402
+from nnapi_py.cdef import declared_ffi, resolve_all  # noqa: E402
 
 ffi, _ = declared_ffi()
-lib = ffi.dlopen(LIB_PATH) if os.path.exists(LIB_PATH) else None
+# every name resolved now: cffi's lazy first lookup takes a non-reentrant lock, which a
+# finalizer calling the library during that lookup would wait on forever (cdef.resolve_all)
+lib = resolve_all(ffi.dlopen(LIB_PATH)) if os.path.exists(LIB_PATH) else None
 
 TYPES = {"FLOAT32": 0, "INT32": 1, "UINT32": 2, "TENSOR_FLOAT32": 3, "TENSOR_INT32": 4,
          "TENSOR_QUANT8_ASYMM": 5, "BOOL": 6, "TENSOR_QUANT16_SYMM": 7, "TENSOR_FLOAT16": 8,
