@@ -5,7 +5,7 @@ import numpy as np
 
 from . import constants as C
 from .errors import NNError, op_failed
-from .model import INPUT, OUTPUT, CONST, CONST_REF, NO_VALUE, SUBGRAPH, Model
+from .model import TEMP, INPUT, OUTPUT, CONST, CONST_REF, NO_VALUE, SUBGRAPH, Model
 from .ops.base import Info, Runtime
 from .event import halted, park, enter_run, leave_run
 from .operand import dims_text
@@ -56,12 +56,13 @@ class Plan:
             for k, i in enumerate(node.ins):
                 if i in pos and not node.op.may_omit(k, len(node.ins), infos[i].type):
                     self.required_inputs.setdefault(pos[i], f"{node.name} input {k}")
+        self.folded = self._fold_activations(model, infos, tmpl)
         for node in self.nodes:
             node.value_ins = tuple(k for k, i in enumerate(node.ins)
                                    if infos[i].type in C.SCALAR_TYPES or k in node.op.value_inputs)
         # shapes known at compile time: propagate through the graph
         shapes = {}
-        for i in range(n):
+        for i in range(len(infos)):             # folded activations add FuseCode constants
             inf = infos[i]
             if inf.value is not None:
                 shapes[i] = tuple(np.shape(inf.value)) if inf.type not in C.SCALAR_TYPES else ()
@@ -120,6 +121,51 @@ class Plan:
         self.out_static_bytes = [byte_size(types[o], s) if s is not None else None
                                  for o, s in zip(self.outputs, self.out_shapes)]
         self.desc_outputs_possible = True
+
+    _ACTIVATIONS = {"RELU": C.FUSED_RELU, "RELU1": C.FUSED_RELU1, "RELU6": C.FUSED_RELU6}
+
+    def _fold_activations(self, model, infos, tmpl):
+        """A float RELU / RELU1 / RELU6 whose input is the only use of a temporary produced by
+        an operation with a FuseCode input set to NONE (ADD, MUL, SUB, DIV, the convolutions,
+        FULLY_CONNECTED) is folded into that operation: it gets the activation as its fuse
+        code (a new constant operand) and writes the activation's output itself, so the
+        clamp runs inside its epilogue instead of as a separate pass over memory.  The same
+        numbers: the fused activations are the standalone ones.  Returns how many folded."""
+        uses = {}
+        for node in self.nodes:
+            for i in node.ins:
+                uses[i] = uses.get(i, 0) + 1
+        for i in model.outputs:
+            uses[i] = uses.get(i, 0) + 1
+        producer = {o: node for node in self.nodes for o in node.outs}
+        folded = []
+        for node in self.nodes:
+            code = self._ACTIVATIONS.get(node.name)
+            if code is None or len(node.ins) != 1 or len(node.outs) != 1:
+                continue
+            x = node.ins[0]
+            p = producer.get(x)
+            if p is None or p.op.control or len(p.outs) != 1 or uses.get(x) != 1 \
+                    or model.life[x] != TEMP or infos[x].type not in (C.TENSOR_FLOAT32, C.TENSOR_FLOAT16) \
+                    or infos[node.outs[0]].type != infos[x].type:
+                continue
+            k = p.op.fuse_input([infos[i] for i in p.ins])
+            if k is None or k >= len(p.ins):
+                continue
+            f = infos[p.ins[k]]
+            if f.value is None or f.type != C.INT32 or int(f.value) != C.FUSED_NONE:
+                continue
+            idx = len(infos)                       # the new FuseCode constant
+            infos.append(Info(C.INT32, (), 0.0, 0, None, np.int32(code), False, idx))
+            tmpl.append(np.int32(code))
+            p.ins = tuple(idx if j == k else i for j, i in enumerate(p.ins))
+            p.outs = tuple(node.outs)
+            producer[node.outs[0]] = p
+            folded.append(node)
+        if folded:
+            drop = {id(nd) for nd in folded}
+            self.nodes = [nd for nd in self.nodes if id(nd) not in drop]
+        return len(folded)
 
     @staticmethod
     def _info_with(inf, shape):

@@ -211,6 +211,11 @@ class Op:
     # control flow (IF/WHILE): the plan calls execute(node, inputs, deadline) -> outputs
     control = False
 
+    def fuse_input(self, ins):
+        """Position of this operation's FuseCode input for these input Infos, or None when it
+        has none.  The plan folds a following RELU / RELU1 / RELU6 into it at compilation."""
+        return None
+
     def validate(self, sig):
         raise NotImplementedError
 

@@ -67,6 +67,12 @@ class ConvBase(Op):
     channel_dim = 0              # per-channel quantization axis of the filter
     base_level = 1
 
+    def fuse_input(self, ins):
+        try:
+            return self.layout_of(_SigLike(self, ins)).fuse
+        except Exception:           # an unexpected signature: no folding, validation has the say
+            return None
+
     # -- variants --
     def layout_of(self, sig_or_ins):
         raise NotImplementedError

@@ -66,6 +66,9 @@ class FullyConnected(Op):
     allow_zero_sized = True
     type_levels = {F32: 1, Q8: 1, F16: 3, Q8S: 4}
 
+    def fuse_input(self, ins):
+        return 3 if len(ins) > 3 else None
+
     def validate(self, sig):
         sig.count(4, 1)
         t = sig.types("input", 0, self.type_levels)

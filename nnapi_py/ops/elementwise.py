@@ -73,6 +73,9 @@ class Binary(Op):
     allow_zero_sized = True
     ufunc = None
 
+    def fuse_input(self, ins):
+        return 2 if len(ins) > 2 else None
+
     def validate(self, sig):
         sig.count(3, 1)
         t = sig.types("input", 0, self.type_levels)
