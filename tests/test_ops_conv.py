@@ -317,6 +317,9 @@ CONV_CASES = [
     (1, 8, 7, 3, 5, 1, 1, (2, 3), "SAME", (1, 1), True, 0),       # strided 1x1, NCHW
     (3, 6, 6, 4, 2, 2, 3, (1, 1), "VALID", (1, 1), True, 3),
     (1, 4, 4, 2, 3, 5, 5, (1, 1), "SAME", (1, 1), False, 0),      # filter larger than input (SAME)
+    (2, 6, 5, 4, 12, 1, 1, (1, 1), "VALID", (1, 1), False, 3),    # expanding 1x1: bias in the GEMM
+    (1, 7, 7, 3, 8, 1, 1, (2, 2), "SAME", (1, 1), False, 1),      # ... strided
+    (2, 6, 6, 3, 4, 3, 3, (2, 2), "SAME", (1, 1), True, 3),       # NCHW output: bias pass kept
 ]
 
 
