@@ -149,6 +149,9 @@ class Plan:
                     or model.life[x] != TEMP or infos[x].type not in (C.TENSOR_FLOAT32, C.TENSOR_FLOAT16) \
                     or infos[node.outs[0]].type != infos[x].type:
                 continue
+            dx, dy = infos[x].dims, infos[node.outs[0]].dims
+            if dx and dy and all(dx) and all(dy) and tuple(dx) != tuple(dy):
+                continue                           # let the shape check report the conflict
             k = p.op.fuse_input([infos[i] for i in p.ins])
             if k is None or k >= len(p.ins):
                 continue
