@@ -21,6 +21,7 @@ RESIZE_BILINEAR, DEPTH_TO_SPACE, SOFTMAX, DEQUANTIZE (constant float16). Anythin
 from __future__ import annotations
 
 import os
+import threading
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
@@ -583,10 +584,39 @@ class TfliteModel:
             self.reset()
         for var in self._state_in:
             feed["state:" + var] = self.state[var]
-        res = self.compilation.run(feed)
+        res = self._run_reusable(feed)
+        if res is None:
+            res = self.compilation.run(feed)
         for var in self._state_out:
             self.state[var] = res["state:" + var]
         return [res[n] for n in self.output_names]
+
+    def _run_reusable(self, feed):
+        """One reusable execution bound on the first call, then only input values copied in
+        (a streaming model has dozens of state tensors: binding each per call cost about a
+        third of a wake-word step).  None -- the caller makes a fresh execution -- when the
+        runtime has no reusable executions (feature level < 5), when another thread is using
+        it, or when the input shapes differ from the bound ones."""
+        lock = self.__dict__.setdefault("_exec_lock", threading.Lock())
+        if self.__dict__.get("_exec") is False or not lock.acquire(blocking=False):
+            return None
+        try:
+            ex = self.__dict__.get("_exec")
+            if ex is None:
+                try:
+                    ex = self._exec = self.compilation.execution(reusable=True)
+                except nn.NNAPIError:
+                    self._exec = False
+                    return None
+                # bind copies: later calls write their values into the bound arrays, which
+                # must not be the caller's (or the state's) own
+                feed = {k: np.array(v) for k, v in feed.items()}
+            try:
+                return ex.run(feed)
+            except ValueError:              # other shapes than the bound ones
+                return None
+        finally:
+            lock.release()
 
     def reset(self) -> None:
         """Variables back to their initial values."""

@@ -77,3 +77,19 @@ def test_leaky_relu_is_prelu(tmp_path):
     check(tmp_path, [("x", f32, (6,), None), ("y", f32, (6,), None)],
           [("LEAKY_RELU", [0], [1], ("LeakyReluOptions", {"Alpha": 0.2}))], [0], [1],
           [rng.normal(size=(6,)).astype(f32)], "PRELU")
+
+
+def test_run_reuses_one_execution_without_touching_the_callers_arrays(tmp_path):
+    """TfliteModel.run binds one reusable execution on the first call and copies values in
+    afterwards: results stay right and the caller's first input array is never written."""
+    path = tflite_writer.write(str(tmp_path / "add.tflite"),
+                               [("a", f32, (2, 3), None), ("b", f32, (2, 3), None), ("y", f32, (2, 3), None)],
+                               [("ADD", [0, 1], [2], None)], [0, 1], [2])
+    m = T.load(path)
+    a1, b1 = np.ones((2, 3), f32), np.full((2, 3), 2, f32)
+    keep = a1.copy()
+    np.testing.assert_array_equal(m.run([a1, b1])[0], 3)
+    for k in range(3):
+        np.testing.assert_array_equal(m.run([np.full((2, 3), k, f32), np.full((2, 3), 10, f32)])[0], k + 10)
+    np.testing.assert_array_equal(a1, keep)
+    assert m._exec not in (None, False)
