@@ -851,11 +851,17 @@ def _dw_rows_einsum(planes, taps, geom, on, direct, epi, bufs):
         if not kxs:
             continue
         plane = planes[(kxs[0] * dw) % sw]
-        st = plane.strides
-        step = dw if sw == 1 else 1                       # plane columns between the phase's taps
-        x = np.lib.stride_tricks.as_strided(
-            plane, (n, oh, kh, len(kxs), row),
-            (st[0], st[1] * sh, st[1] * dh, st[2] * step, st[3]), writeable=False)
+        seen = bufs.get(("view", q))
+        if seen is not None and seen[0] is plane:         # a kept plane: its view too
+            x = seen[1]
+        else:
+            st = plane.strides
+            step = dw if sw == 1 else 1                   # plane columns between the phase's taps
+            x = np.lib.stride_tricks.as_strided(
+                plane, (n, oh, kh, len(kxs), row),
+                (st[0], st[1] * sh, st[1] * dh, st[2] * step, st[3]), writeable=False)
+            if plane.flags.owndata:                        # ours (kept), never a caller's array
+                bufs[("view", q)] = (plane, x)
         w = taps if sw == 1 else taps[:, q::sw]
         if first:
             np.einsum("nrijp,ijp->nrp", x, w, out=acc)
