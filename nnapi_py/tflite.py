@@ -84,6 +84,8 @@ class TfliteModel:
         self.nn_model = nn.Model(os.path.basename(path))
         self._build()
         self.compilation = self.nn_model.compile(**(compile_options or {}))
+        self._exec = None                       # the reusable execution (False: not available)
+        self._exec_lock = threading.Lock()
         self.input_names = [self.tensors[i].name for i in self._inputs]
         self.reset()
         self.output_names = [self.tensors[i].name for i in self._outputs]
@@ -597,11 +599,10 @@ class TfliteModel:
         third of a wake-word step).  None -- the caller makes a fresh execution -- when the
         runtime has no reusable executions (feature level < 5), when another thread is using
         it, or when the input shapes differ from the bound ones."""
-        lock = self.__dict__.setdefault("_exec_lock", threading.Lock())
-        if self.__dict__.get("_exec") is False or not lock.acquire(blocking=False):
+        if self._exec is False or not self._exec_lock.acquire(blocking=False):
             return None
         try:
-            ex = self.__dict__.get("_exec")
+            ex = self._exec
             if ex is None:
                 try:
                     ex = self._exec = self.compilation.execution(reusable=True)
@@ -616,7 +617,7 @@ class TfliteModel:
             except ValueError:              # other shapes than the bound ones
                 return None
         finally:
-            lock.release()
+            self._exec_lock.release()
 
     def reset(self) -> None:
         """Variables back to their initial values."""

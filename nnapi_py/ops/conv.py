@@ -474,7 +474,7 @@ def _ones_column(a):
     a[:, -1] = 1
 
 
-def _conv_blocks(xp, pk, geom, on, epi, groups=1, bufs=None, aug=None):
+def _conv_blocks(xp, pk, geom, on, epi, groups, bufs, aug):
     """xp: padded NHWC input (compute dtype); pk.mat: [KH*KW*Cg, O] (groups == 1) or
     [G, KH*KW*Cg, Og]; on: NHWC view of the output.  Accumulators reach the epilogue as
     [rows, OW, O] blocks.  bufs (a Scratch set) holds the patch and accumulator blocks.
@@ -483,8 +483,6 @@ def _conv_blocks(xp, pk, geom, on, epi, groups=1, bufs=None, aug=None):
     as the separate pass would) and the epilogue only applies the activation: one pass over
     the output fewer.  Used where the patches are copied anyway, or where copying the input
     costs less than a pass over the output (O >= 2 C)."""
-    if bufs is None:
-        bufs = Scratch().take()
     kh, kw, (sh, sw), (dh, dw), oh, ow = geom
     n, _, _, c = xp.shape
     o = on.shape[3]

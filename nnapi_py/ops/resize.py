@@ -183,7 +183,7 @@ class ResizeBilinear(_Resize):
                 if quant:
                     acc += f32(0.5)
                     np.trunc(acc, out=acc)      # static_cast<T>: toward zero
-                    np.clip(acc, lo, hi, out=acc)
+                    Q.clip_inplace(acc, lo, hi)
                 if not direct:
                     y[...] = acc.reshape(y.shape)
             finally:
