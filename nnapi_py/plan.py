@@ -1,6 +1,7 @@
 """The compiled plan: operation order, shapes known at compile time, kernels built once,
 temporaries allocated once per arena (arenas are pooled so concurrent executions of one
-compilation never share a temporary)."""
+compilation never share a temporary; within an arena, temporaries whose lifetimes do not
+overlap share memory)."""
 import numpy as np
 
 from . import constants as C
@@ -100,6 +101,7 @@ class Plan:
                       if static and life[i] not in (INPUT, OUTPUT, CONST, CONST_REF, NO_VALUE, SUBGRAPH)
                       and i in shapes and infos[i].type in C.DTYPES]
         self._arenas = []
+        self.pool_sizes, self.pool_of = self._share_temps() if static else ([], {})
         self.steps = [(nd.kernel, nd.ins, nd.outs) for nd in self.nodes] if static else None
         self.out_shapes = [shapes.get(o) for o in self.outputs]
         self.in_static = [shapes.get(i) for i in self.inputs]
@@ -170,6 +172,45 @@ class Plan:
             self.nodes = [nd for nd in self.nodes if id(nd) not in drop]
         return len(folded)
 
+    def _share_temps(self):
+        """Temporaries whose lifetimes do not overlap share memory: a temporary lives from
+        the step that writes it to the last step that reads it (inclusive, so an operation's
+        outputs never alias its own inputs).  Walking the steps in order, each new temporary
+        takes the smallest free buffer large enough (else the largest free one, grown; else a
+        new one).  Fewer distinct buffers keep the working set of a run in cache: each
+        operation writes into memory a recent operation used, instead of a cold buffer of its
+        own.  Returns (buffer byte sizes, {operand: buffer index})."""
+        sizes, pool_of = [], {}
+        nbytes = {i: int(np.prod(shape, dtype=np.int64)) * np.dtype(dt).itemsize
+                  for i, shape, dt in self.temps}
+        last = {}
+        for s, node in enumerate(self.nodes):
+            for i in node.ins:
+                if i in nbytes:
+                    last[i] = s
+        free = []
+        for s, node in enumerate(self.nodes):
+            for o in node.outs:
+                need = nbytes.get(o)
+                if not need or o in pool_of:
+                    continue
+                fit = [k for k in free if sizes[k] >= need]
+                if fit:
+                    k = min(fit, key=lambda k: sizes[k])
+                elif free:
+                    k = max(free, key=lambda k: sizes[k])
+                    sizes[k] = need
+                else:
+                    k = len(sizes)
+                    sizes.append(need)
+                if k in free:
+                    free.remove(k)
+                pool_of[o] = k
+            for i in set(node.ins) | set(node.outs):
+                if i in pool_of and last.get(i, s) <= s:
+                    free.append(pool_of[i])
+        return sizes, pool_of
+
     @staticmethod
     def _info_with(inf, shape):
         if shape is None:
@@ -183,8 +224,15 @@ class Plan:
             return self._arenas.pop()
         except IndexError:
             slots = list(self.template)
+            pools = [np.empty(b, np.uint8) for b in self.pool_sizes]
+            pool_of = self.pool_of
             for i, shape, dt in self.temps:
-                slots[i] = np.empty(shape, dt)
+                k = pool_of.get(i)
+                if k is None:
+                    slots[i] = np.empty(shape, dt)
+                else:
+                    slots[i] = pools[k][:int(np.prod(shape, dtype=np.int64)) * np.dtype(dt).itemsize] \
+                        .view(dt).reshape(shape)
             return slots
 
     def give_arena(self, slots):

@@ -1,0 +1,135 @@
+"""Temporaries share memory when their lifetimes do not overlap (nnapi_py/plan.py,
+Plan._share_temps): fewer buffers than temporaries, never an operation whose output shares
+memory with one of its inputs or with a temporary still to be read, the same numbers as
+numpy, and concurrent executions of one compilation still never share a temporary."""
+import threading
+
+import numpy as np
+
+import nnapi_py as nn
+from nnapi_py import plan as P
+
+RNG = np.random.default_rng(5)
+
+
+def _plans(monkeypatch):
+    made = []
+    orig = P.Plan._share_temps
+
+    def spy(self):
+        r = orig(self)
+        made.append((self, r))
+        return r
+    monkeypatch.setattr(P.Plan, "_share_temps", spy)
+    return made
+
+
+def _check_no_overlap(plan):
+    """Walk the steps: a temporary's buffer is never handed to another temporary while the
+    first is still to be read, nor to an output of the step reading it."""
+    sizes, pool_of = plan.pool_sizes, plan.pool_of
+    last = {}
+    for s, node in enumerate(plan.nodes):
+        for i in node.ins:
+            last[i] = s
+    holder = {}                                  # buffer -> temporary living in it
+    for s, node in enumerate(plan.nodes):
+        for o in node.outs:
+            if o in pool_of:
+                k = pool_of[o]
+                h = holder.get(k)
+                assert h is None or last.get(h, -1) < s, (o, h, s)
+                holder[k] = o
+    assert all(sizes[pool_of[i]] >= int(np.prod(shape)) * np.dtype(dt).itemsize
+               for i, shape, dt in plan.temps)
+
+
+def test_chain_uses_two_buffers(monkeypatch):
+    made = _plans(monkeypatch)
+    m = nn.Model()
+    x = m.input("x", nn.float32, (4, 8))
+    v = x
+    for k in range(10):
+        v = m.op("ADD", v, np.float32(k + 1) * np.ones((4, 8), np.float32), 0)
+        v = m.op("MUL", v, v, 0) if k % 3 == 0 else v
+    m.output(m.op("RELU1", m.op("TANH", v)), "y")
+    xv = RNG.uniform(-0.2, 0.2, (4, 8)).astype(np.float32)
+    y = m.compile().run({"x": xv})["y"]
+    ref = xv
+    for k in range(10):
+        ref = ref + np.float32(k + 1)
+        ref = ref * ref if k % 3 == 0 else ref
+    np.testing.assert_allclose(y, np.clip(np.tanh(ref), -1, 1), rtol=1e-6)
+    plan, (sizes, pool_of) = made[-1]
+    assert len(plan.temps) >= 12 and len(sizes) == 2
+    _check_no_overlap(plan)
+
+
+def test_long_lived_skip_connection_keeps_its_buffer(monkeypatch):
+    """A residual block: the block input is read again after a chain of operations, so the
+    chain's temporaries must not reuse its memory."""
+    made = _plans(monkeypatch)
+    m = nn.Model()
+    x = m.input("x", nn.float32, (1, 6, 6, 4))
+    w = RNG.standard_normal((4, 3, 3, 4)).astype(np.float32) * 0.3
+    b = RNG.standard_normal(4).astype(np.float32)
+    h = m.op("CONV_2D", x, w, b, 1, 1, 1, 1)                       # relu
+    skip = h
+    for _ in range(3):
+        h = m.op("CONV_2D", h, w, b, 1, 1, 1, 0)
+        h = m.op("LOGISTIC", h)
+    out = m.op("ADD", skip, h, 0)
+    m.output(m.op("SUB", out, skip, 0), "y")
+    xv = RNG.standard_normal((1, 6, 6, 4)).astype(np.float32)
+    c = m.compile()
+    y = c.run({"x": xv})["y"]
+
+    def conv(v, act):
+        vp = np.pad(v, ((0, 0), (1, 1), (1, 1), (0, 0)))
+        r = np.zeros((1, 6, 6, 4), np.float64)
+        for ky in range(3):
+            for kx in range(3):
+                r += np.einsum("nhwc,oc->nhwo", vp[:, ky:ky + 6, kx:kx + 6], w[:, ky, kx])
+        r += b
+        return np.maximum(r, 0) if act else r
+    s = conv(xv.astype(np.float64), True)
+    hv = s
+    for _ in range(3):
+        hv = 1 / (1 + np.exp(-conv(hv, False)))
+    np.testing.assert_allclose(y, (s + hv) - s, rtol=1e-4, atol=1e-5)
+    plan, _ = made[-1]
+    _check_no_overlap(plan)
+    # the skip temporary's buffer is held by nothing else until the ADD
+    k = plan.pool_of[plan.nodes[0].outs[0]]
+    add_step = next(s for s, nd in enumerate(plan.nodes) if nd.name == "ADD")
+    assert all(plan.pool_of.get(o) != k for nd in plan.nodes[1:add_step] for o in nd.outs)
+
+
+def test_concurrent_executions_do_not_share(monkeypatch):
+    m = nn.Model()
+    x = m.input("x", nn.float32, (64, 64))
+    v = x
+    for _ in range(6):
+        v = m.op("TANH", m.op("ADD", v, v, 0))
+    m.output(v, "y")
+    c = m.compile()
+    xs = [RNG.uniform(-1, 1, (64, 64)).astype(np.float32) for _ in range(4)]
+
+    def ref(a):
+        for _ in range(6):
+            a = np.tanh(a + a)
+        return a
+    want = [ref(a) for a in xs]
+    errors = []
+
+    def worker(k):
+        for _ in range(30):
+            y = c.run({"x": xs[k]})["y"]
+            if not np.allclose(y, want[k], rtol=1e-5, atol=1e-6):
+                errors.append(k)
+    ts = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors
