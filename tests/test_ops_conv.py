@@ -160,6 +160,38 @@ def test_output_stage_matches_quant_py():
     assert modes == {"float", "int64", "general"}
 
 
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_output_stage_8bit_stores_match_quant_py(dtype):
+    """The 8-bit stores of the float mode (truncation as the floor, int8 through an offset of
+    128 and a flipped top bit, the [z < zp + 1/2] correction in the 2**e-scaled domain or per
+    channel where some channels have e = 0), per-channel vectors tiled along rows."""
+    from nnapi_py.ops import quant as Q
+    rng = np.random.default_rng(3 if dtype == np.uint8 else 4)
+    lo0, hi0 = (0, 255) if dtype == np.uint8 else (-128, 127)
+    seen = set()
+    for trial in range(400):
+        nch = int(rng.choice([1, 3, 8]))
+        reals = rng.uniform(1e-5, 0.49, nch) if trial % 4 else rng.uniform(1e-5, 0.99, nch)
+        if nch > 1 and trial % 5 == 0:
+            reals[:] = reals[0]
+        zp = int(rng.integers(lo0, hi0 + 1))
+        lo, hi = (lo0, hi0) if trial % 2 else sorted(int(v) for v in rng.integers(lo0, hi0 + 1, 2))
+        if trial % 7 == 0:
+            lo = max(lo, zp)
+        bias = rng.integers(-5000, 5000, nch) if trial % 3 else None
+        st = Q.OutputStage(reals, zp, lo, hi, bias=bias, acc_bound=1 << 20)
+        acc = rng.integers(-(1 << 18), 1 << 18, (2, 3, int(rng.integers(1, 5)), nch))
+        acc.reshape(-1, nch)[:5] = np.array([-2, -1, 0, 1, 2])[:, None]
+        x = acc + (0 if bias is None else bias)
+        ref = np.clip(np.stack([Q.Requant(float(reals[c]))(x[..., c]) for c in range(nch)], -1) + zp, lo, hi)
+        for a in (acc.astype(np.float32), acc.astype(np.int32)):
+            out = np.empty(acc.shape, dtype)
+            st(a, out)
+            np.testing.assert_array_equal(out.astype(np.int64), ref, err_msg=f"mode {st.mode} reals {reals}")
+        seen.add((st.mode, st.need_neg))
+    assert ("float", True) in seen and ("float", False) in seen
+
+
 # =================================================================================================
 # FULLY_CONNECTED
 # =================================================================================================

@@ -210,6 +210,7 @@ class OutputStage:
             right.append(max(-s, 0))
         self.lo, self.hi, self.zp = int(lo), int(hi), int(zp)
         self._tiles = {}
+        self._fc = {}
         amax = (1 << 31) if acc_bound is None else int(acc_bound) + 1
         if self._try_float(q, left, right, bias_l):
             return
@@ -290,25 +291,68 @@ class OutputStage:
                         default=0)
         return True
 
-    def _float(self, acc, out):
+    def _float_consts(self, off, tile):
+        """(q, K, thr, inv, corr) for _float with output offset off, per-channel vectors tiled
+        tile times along a row (None: not tiled), kept per (off, tile).  When the [z < zp + 1/2]
+        correction is needed and every channel has e > 0, q, K and thr are scaled by 2**e (exact:
+        powers of two), so the correction subtracts the comparison's 0/1 directly and inv =
+        2**-e scales back afterwards (two cheap passes instead of a masked multiply); otherwise
+        inv is None and corr (2**-e per channel) is subtracted where the comparison holds."""
+        key = (off, tile)
+        r = self._fc.get(key)
+        if r is not None:
+            return r
         q, K, corr = self.q, self.K, self.corr
-        z = acc.astype(np.float64)
-        v = z
-        if self.nvec and z.ndim >= 3 and z.shape[-2] > 1:
-            tile = z.shape[-2]
-            v = z.reshape(-1, tile * self.nvec)
-            q, K, corr = self._tiled(tile)
+        K = K + off
+        thr = self.thr + off
+        inv = None
+        if self.need_neg and np.all(np.asarray(corr) > 0):
+            inv = corr
+            q, K, thr = q / corr, K / corr, thr / corr
+            corr = None
+
+        def tl(a):
+            return np.tile(a, tile) if tile and isinstance(a, np.ndarray) else a
+        r = tuple(tl(a) for a in (q, K, thr, inv, corr))
+        if len(self._fc) < 16:
+            self._fc[key] = r
+        return r
+
+    def _float(self, acc, out):
+        """cast to float64, multiply, add, [correct], clamp, store.  For
+        an 8-bit output the floor is the store's own truncation: after the clamp every value
+        is >= 0 (uint8), or is made so by an offset of 128 folded into the constant and
+        removed afterwards by flipping the top bit of each byte (int8: (v + 128) ^ 0x80 is
+        v's two's complement byte).  Other outputs floor explicitly."""
+        dt = out.dtype
+        off = 0 if dt == np.uint8 else 128 if dt == np.int8 else None
+        a, tile = acc, None
+        if self.nvec and acc.ndim >= 3 and acc.shape[-2] > 1:
+            tile = acc.shape[-2]
+            a = acc.reshape(-1, tile * self.nvec)
+        q, K, thr, inv, corr = self._float_consts(off or 0, tile)
+        v = a.astype(np.float64)         # then *= q: faster than one mixed-type multiply
         v *= q
         v += K
         if self.need_neg:
-            neg = v < self.thr
-            if isinstance(corr, np.ndarray):
-                v -= neg * corr
+            neg = v < thr
+            if inv is not None:
+                v -= neg
+                v *= inv
             else:
-                v -= neg * float(corr)
-        np.floor(v, out=v)
-        clip_inplace(z, self.lo, self.hi)
-        out[...] = z.reshape(out.shape) if out.shape != z.shape else z
+                v -= neg * corr
+        if off is None:
+            np.floor(v, out=v)
+            clip_inplace(v, self.lo, self.hi)
+            out[...] = v.reshape(out.shape)
+            return
+        clip_inplace(v, self.lo + off, self.hi + off)
+        if not off:
+            out[...] = v.reshape(out.shape)          # v >= 0: truncation is the floor
+            return
+        b = out.view(np.uint8)
+        b[...] = v.reshape(out.shape)
+        b ^= 0x80
 
     @staticmethod
     def _arr(v):
