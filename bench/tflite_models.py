@@ -1,6 +1,7 @@
 """Real .tflite models: nnapi_py (through the C library) beside LiteRT with XNNPACK, without
-XNNPACK (builtin kernels) and with its reference kernels; one thread, medians of N runs, same
-process, same inputs. Prints "tflite <model> <ours> <xnnpack> <builtin> <reference>" (ms; nan
+XNNPACK (builtin kernels) and with its reference kernels; one thread, same process, same
+inputs, the four timed in turn: in each of 5 rounds, 4 runs of one then 4 of the next
+(medians of the 20). Prints "tflite <model> <ours> <xnnpack> <builtin> <reference>" (ms; nan
 where LiteRT cannot run a variant), or "tflite unavailable (<reason>)".
 """
 import math
@@ -15,17 +16,23 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
 
 
-def median_ms(fn, runs):
-    fn()
-    ts = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        ts.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(ts)
+def interleaved_ms(fns, rounds, per_round):
+    """Median ms of each of fns over rounds x per_round runs: in every round each fn runs
+    per_round times in a row (the runs a user's loop makes: the model's own memory in cache),
+    then the next fn.  A slow spell of the machine hits all of them alike, so the ratios hold."""
+    for f in fns:
+        f()
+    ts = [[] for _ in fns]
+    for _ in range(rounds):
+        for f, t in zip(fns, ts):
+            for _ in range(per_round):
+                t0 = time.perf_counter()
+                f()
+                t.append((time.perf_counter() - t0) * 1e3)
+    return [statistics.median(t) for t in ts]
 
 
-def main(runs=10):
+def main(rounds=5, per_round=4):
     try:
         from ai_edge_litert.interpreter import Interpreter, OpResolverType
         import nnapi_py.tflite as T
@@ -39,18 +46,23 @@ def main(runs=10):
         rng = np.random.default_rng(0)
         ins = [(rng.uniform(-1, 1, o.dims) if o.type.dtype.kind == "f" else rng.integers(-128, 128, o.dims))
                .astype(o.type.dtype) for o in m.nn_model.inputs if not o.name.startswith("state:")]
-        ours = median_ms(lambda: m.run(ins), runs)
-        theirs = []
+        fns = [lambda: m.run(ins)]
+        where = []                  # position of each LiteRT variant in fns (None: cannot run it)
         for kind in (OpResolverType.AUTO, OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES, OpResolverType.BUILTIN_REF):
             try:
                 it = Interpreter(model_path=path, num_threads=1, experimental_op_resolver_type=kind)
                 it.allocate_tensors()
                 for d, x in zip(it.get_input_details(), ins):
                     it.set_tensor(d["index"], x)
-                theirs.append(median_ms(it.invoke, runs))
+                it.invoke()
             except (RuntimeError, ValueError):
-                theirs.append(math.nan)
-        print(f"tflite {name} {ours:.3f} {theirs[0]:.3f} {theirs[1]:.3f} {theirs[2]:.3f}", flush=True)
+                where.append(None)
+                continue
+            where.append(len(fns))
+            fns.append(it.invoke)
+        ms = interleaved_ms(fns, rounds, per_round)
+        theirs = [math.nan if k is None else ms[k] for k in where]
+        print(f"tflite {name} {ms[0]:.3f} {theirs[0]:.3f} {theirs[1]:.3f} {theirs[2]:.3f}", flush=True)
     return 0
 
 
