@@ -323,11 +323,11 @@ def _prelu_rows(ins, outs):
                 out[...] = pick(xv, xv * ap) if pick else np.maximum(xv, 0) + np.minimum(xv, 0) * ap
             return
         x2, o2 = xv.reshape(-1, n), out.reshape(-1, n)
+        if pick is not None:            # numpy's errors are ignored where kernels run
+            np.multiply(x2, row, out=o2)
+            pick(o2, x2, out=o2)
+            return
         with np.errstate(all="ignore"):
-            if pick is not None:
-                np.multiply(x2, row, out=o2)
-                pick(o2, x2, out=o2)
-                return
             bufs = scratch.take()
             try:
                 tmp = bufs.array("neg", x2.shape, np.float32)
