@@ -484,17 +484,23 @@ def test_zero_sized_kernels():
 
 @pytest.mark.parametrize("xs,as_", [((1, 5, 7, 16), (1, 1, 16)), ((2, 3, 4), (4,)), ((3, 300), (1, 300)),
                                     ((2, 3, 4, 5), (3, 1, 1)), ((4, 6), (1,)), ((1, 5, 7, 16), (7, 16))])
-@pytest.mark.parametrize("kind", ["below_1", "above_1", "negative", "mixed", "with_zero"])
+@pytest.mark.parametrize("kind", ["below_1", "above_1", "negative", "mixed", "with_zero",
+                                  "mostly_below_1", "mostly_above_1"])
 def test_prelu_constant_alpha_matches_definition_with_inf_nan(xs, as_, kind):
-    """The row-tiled max/min kernel (constant alpha all <= 1 or all >= 1) and the general one
-    both give x >= 0 ? x : x * alpha, also for +-inf and NaN inputs."""
+    """The row-tiled max/min kernel (constant alpha all <= 1 or all >= 1, or per channel
+    mostly on one side with the other channels fixed up) and the general one all give
+    x >= 0 ? x : x * alpha, also for +-inf and NaN inputs."""
     import nnapi_py as nn
     rng = np.random.default_rng(abs(hash((xs, as_, kind))) % 2**32)
     lo, hi = {"below_1": (0.05, 1), "above_1": (1, 3), "negative": (-2, -0.1), "mixed": (-2, 3),
-              "with_zero": (0, 0.5)}[kind]
+              "with_zero": (0, 0.5)}.get(kind, (0, 1))
     a = rng.uniform(lo, hi, as_).astype(np.float32)
     if kind == "with_zero":
         a.flat[0] = 0
+    if kind in ("mostly_below_1", "mostly_above_1"):       # one channel in eight on the other side
+        a = rng.uniform(-0.9, 0.95, as_).astype(np.float32) if kind == "mostly_below_1" else \
+            rng.uniform(1.05, 2.5, as_).astype(np.float32)
+        a.reshape(-1)[::8] = 1.3 if kind == "mostly_below_1" else -0.4
     x = (rng.standard_normal(xs) * 3).astype(np.float32)
     x.flat[:3] = [np.inf, -np.inf, np.nan]
     m = nn.Model()

@@ -285,8 +285,10 @@ class Prelu(Op):
 def _prelu_rows(ins, outs):
     """float32 PRELU with a constant, finite alpha (the usual case).  With a non-zero alpha
     <= 1 everywhere (or >= 1 everywhere) x >= 0 ? x : x * alpha is max(x, x * alpha) (min for
-    alpha >= 1): two passes and no temporary; otherwise max(x, 0) + min(x, 0) * alpha (exact
-    for finite alpha) in four passes over a kept work array.  Alpha is tiled once along whole
+    alpha >= 1): two passes and no temporary; with one non-zero alpha per channel, mostly on
+    one side of 1, the same for all channels and the few others again on their own;
+    otherwise max(x, 0) + min(x, 0) * alpha (exact for finite alpha) in four passes over a
+    kept work array.  Alpha is tiled once along whole
     rows of the input's trailing dimensions, so numpy's inner loop runs over a long row
     rather than over the channels.  None when this does not apply (the general kernel runs)."""
     x, a = ins[0], ins[1]
@@ -297,14 +299,28 @@ def _prelu_rows(ins, outs):
     if alpha.size == 0 or not np.isfinite(alpha).all():
         return None
     pick = None                             # None: max(x, 0) + min(x, 0) * alpha, four passes
+    fix = ()                                # channels computed again with the other form
+    shape = tuple(int(d) for d in x.dims)
+    r = len(shape)
+    ap = alpha.reshape((1,) * (r - alpha.ndim) + alpha.shape)
     if alpha.all():                         # (alpha 0 would make inf * 0 = NaN where x = +inf)
         if (alpha <= 1).all():
             pick = np.maximum
         elif (alpha >= 1).all():
             pick = np.minimum
-    shape = tuple(int(d) for d in x.dims)
-    r = len(shape)
-    ap = alpha.reshape((1,) * (r - alpha.ndim) + alpha.shape)
+        elif ap.ndim and all(d == 1 for d in ap.shape[:-1]) and ap.shape[-1] == shape[-1]:
+            # one alpha per channel, some above 1 and some below (trained PReLUs often have a
+            # channel or two above 1): the form most channels take for the whole array, then
+            # the few others again on their own (two strided passes over 1/C of the data each)
+            ch = ap.reshape(-1)
+            above = np.flatnonzero(ch > 1)
+            below = np.flatnonzero(ch < 1)
+            pick, other, bad = (np.maximum, np.minimum, above) if len(above) <= len(below) \
+                else (np.minimum, np.maximum, below)
+            if 4 * len(bad) <= len(ch):
+                fix = tuple((int(c), np.float32(ch[c]), other) for c in bad)
+            else:
+                pick = None
     k = r                                   # trailing dims alpha may vary along
     while k > 0 and all(d == 1 for d in ap.shape[:r - k + 1]):
         k -= 1
@@ -320,12 +336,17 @@ def _prelu_rows(ins, outs):
         xv, out = i[0], o[0]
         if not (xv.flags.c_contiguous and out.flags.c_contiguous):
             with np.errstate(all="ignore"):
-                out[...] = pick(xv, xv * ap) if pick else np.maximum(xv, 0) + np.minimum(xv, 0) * ap
+                out[...] = pick(xv, xv * ap) if pick and not fix else \
+                    np.maximum(xv, 0) + np.minimum(xv, 0) * ap
             return
         x2, o2 = xv.reshape(-1, n), out.reshape(-1, n)
         if pick is not None:            # numpy's errors are ignored where kernels run
             np.multiply(x2, row, out=o2)
             pick(o2, x2, out=o2)
+            for c, a, f in fix:
+                xc, oc = xv[..., c], out[..., c]
+                np.multiply(xc, a, out=oc)
+                f(oc, xc, out=oc)
             return
         with np.errstate(all="ignore"):
             bufs = scratch.take()
