@@ -288,9 +288,9 @@ def _prelu_rows(ins, outs):
     alpha >= 1): two passes and no temporary; with one non-zero alpha per channel, mostly on
     one side of 1, the same for all channels and the few others again on their own;
     otherwise max(x, 0) + min(x, 0) * alpha (exact for finite alpha) in four passes over a
-    kept work array.  Alpha is tiled once along whole
-    rows of the input's trailing dimensions, so numpy's inner loop runs over a long row
-    rather than over the channels.  None when this does not apply (the general kernel runs)."""
+    kept work array.  Alpha is tiled once along whole rows of the input's trailing dimensions,
+    so numpy's inner loop runs over a long row rather than over the channels.  None when this
+    does not apply (the general kernel runs)."""
     x, a = ins[0], ins[1]
     if a.value is None or x.dims is None or not all(x.dims) or outs[0].dims is None \
             or tuple(outs[0].dims) != tuple(x.dims):

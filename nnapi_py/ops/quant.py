@@ -319,11 +319,11 @@ class OutputStage:
         return r
 
     def _float(self, acc, out):
-        """cast to float64, multiply, add, [correct], clamp, store.  For
-        an 8-bit output the floor is the store's own truncation: after the clamp every value
-        is >= 0 (uint8), or is made so by an offset of 128 folded into the constant and
-        removed afterwards by flipping the top bit of each byte (int8: (v + 128) ^ 0x80 is
-        v's two's complement byte).  Other outputs floor explicitly."""
+        """Cast to float64, multiply, add, [correct], clamp, store.  For an 8-bit output the
+        floor is the store's own truncation: after the clamp every value is >= 0 (uint8), or
+        is made so by an offset of 128 folded into the constant and removed afterwards by
+        flipping the top bit of each byte (int8: (v + 128) ^ 0x80 is v's two's complement
+        byte).  Other outputs floor explicitly."""
         dt = out.dtype
         off = 0 if dt == np.uint8 else 128 if dt == np.int8 else None
         a, tile = acc, None
