@@ -165,19 +165,19 @@ class ResizeBilinear(_Resize):
                 # reference order: a*(1-dy)*(1-dx) + b*dy*(1-dx) + c*(1-dy)*dx + d*dy*dx
                 a = bufs.array("rows0", (n, oh, w, c), f32)
                 b = bufs.array("rows1", (n, oh, w, c), f32)
-                np.take(x, y0, axis=1, out=a)
+                np.take(x, y0, axis=1, out=a, mode="clip")     # in range; "raise" would buffer out
                 a *= wy0
-                np.take(x, y1, axis=1, out=b)
+                np.take(x, y1, axis=1, out=b, mode="clip")
                 b *= wy1
                 a, b = a.reshape(n * oh, w, c), b.reshape(n * oh, w, c)
                 direct = (not quant) and y.dtype == f32 and y.flags.c_contiguous
                 acc = y.reshape(n * oh, ow * c) if direct else bufs.array("acc", (n * oh, ow * c), f32)
                 tmp = bufs.array("tmp", (n * oh, ow * c), f32)
                 acc3, tmp3 = acc.reshape(n * oh, ow, c), tmp.reshape(n * oh, ow, c)
-                np.take(a, x0, axis=1, out=acc3)
+                np.take(a, x0, axis=1, out=acc3, mode="clip")
                 acc *= wx0
                 for src, cols, wgt in ((b, x0, wx0), (a, x1, wx1), (b, x1, wx1)):
-                    np.take(src, cols, axis=1, out=tmp3)
+                    np.take(src, cols, axis=1, out=tmp3, mode="clip")
                     tmp *= wgt
                     acc += tmp
                 if quant:
@@ -213,10 +213,19 @@ class ResizeNearestNeighbor(_Resize):
         return idx
 
     def make(self, t, align, half, h, w, oh, ow):
-        iy = self._axis(h, oh, align, half)[:, None]
-        ix = self._axis(w, ow, align, half)[None, :]
+        iy = self._axis(h, oh, align, half)
+        ix = self._axis(w, ow, align, half)
+        scratch = Scratch()
 
         def core(x, y):
-            y[...] = x[:, iy, ix]
+            # rows, then columns: two takes (indices in range: mode "clip" does not buffer the
+            # output as "raise" does), about 3x faster than one 2-D fancy index
+            bufs = scratch.take()
+            try:
+                rows = bufs.array("rows", (x.shape[0], oh, w, x.shape[3]), x.dtype)
+                np.take(x, iy, axis=1, out=rows, mode="clip")
+                np.take(rows, ix, axis=2, out=y, mode="clip")
+            finally:
+                scratch.give(bufs)
         return core
 
