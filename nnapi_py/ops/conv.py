@@ -278,10 +278,9 @@ def prepare_input(x, nchw, pads, dtype, zp, bufs=None):
         if pr:
             xp[:, pt:pt + h, pl + w:] = 0
     inner = xp[:, pt:pt + h, pl:pl + w]
-    if zp:
-        np.subtract(xn, dtype(zp), out=inner, dtype=dtype)
-    else:
-        inner[...] = xn
+    inner[...] = xn
+    if zp:                          # cast, then subtract: faster than one mixed-type subtract
+        np.subtract(inner, dtype(zp), out=inner)
     return xp
 
 
@@ -308,10 +307,9 @@ def prepare_planes(x, nchw, pads, dtype, zp, sw, repeat=1, bufs=None):
         if k1 > k0:
             src = xn[:, :, p + k0 * sw - pl::sw][:, :, :k1 - k0]
             dst = pl_[:, pt:pt + h, k0:k1]
+            dst[...] = src
             if zp:
-                np.subtract(src, dtype(zp), out=dst, dtype=dtype)
-            else:
-                dst[...] = src
+                np.subtract(dst, dtype(zp), out=dst)
         planes.append(pl_)
     return planes
 
