@@ -197,28 +197,36 @@ class _Geometry:
         return taps
 
     @staticmethod
-    def _apply(dst, src, taps, axis, stride, ufunc, init):
+    def _apply(dst, src, taps, axis, stride, ufunc, init, exact=False):
         """dst[o] = ufunc-reduce over taps of src[o * stride + tap - pad] along axis (1 or 2).
         A tap covering every output position initialises dst by a copy; else dst is filled."""
         out = dst.shape[axis]
 
         def sl(a, lo, hi, step=1):
             return a[:, lo:hi:step] if axis == 1 else a[:, :, lo:hi:step]
-        first = next((k for k, (o0, o1, _) in enumerate(taps) if o0 == 0 and o1 == out), None)
-        if first is None:
+        full = [k for k, (o0, o1, _) in enumerate(taps) if o0 == 0 and o1 == out]
+        if not full:
+            done = ()
             dst.fill(init)
-        else:
-            i0 = taps[first][2]
+        elif len(full) == 1 or src.dtype != dst.dtype or not exact:
+            done = (full[0],)
+            i0 = taps[full[0]][2]
             np.copyto(dst, sl(src, i0, i0 + (out - 1) * stride + 1, stride), casting="unsafe")
+        else:                       # two taps covering every output: one pass, no copy first
+            done = full[:2]
+            i0, i1 = taps[full[0]][2], taps[full[1]][2]
+            ufunc(sl(src, i0, i0 + (out - 1) * stride + 1, stride),
+                  sl(src, i1, i1 + (out - 1) * stride + 1, stride), out=dst)
         for k, (o0, o1, i0) in enumerate(taps):
-            if k == first:
+            if k in done:
                 continue
             seg = sl(dst, o0, o1)
             ufunc(seg, sl(src, i0, i0 + (o1 - o0 - 1) * stride + 1, stride), out=seg)
 
-    def reduce(self, x, ufunc, init, acc_dtype, out=None):
+    def reduce(self, x, ufunc, init, acc_dtype, out=None, exact=False):
         """ufunc-reduce every window of the NHWC array x; returns (N, OH, OW, C) (in out when
-        given: it may be the caller's buffer or a transposed view of it)."""
+        given: it may be the caller's buffer or a transposed view of it).  exact: the ufunc
+        gives the same values in any order (maximum), so the passes may be reordered."""
         n, c = x.shape[0], x.shape[3]
         if self.single:
             r = ufunc.reduce(x[:, self.win[0], self.win[1], :], axis=(1, 2), dtype=acc_dtype, keepdims=True)
@@ -226,10 +234,17 @@ class _Geometry:
                 out[...] = r
                 return out
             return r
-        a = np.empty((n, self.h, self.ow, c), acc_dtype)          # pass 1: along W
-        self._apply(a, x, self.cols, 2, self.sw, ufunc, init)
         b = out if out is not None and out.dtype == acc_dtype else np.empty((n, self.oh, self.ow, c), acc_dtype)
-        self._apply(b, a, self.rows, 1, self.sh, ufunc, init)    # pass 2: along H
+        if exact:
+            # max / min: any order gives the same values; along H first reads whole
+            # contiguous rows, and the second pass runs over half as much
+            a = np.empty((n, self.oh, self.w, c), acc_dtype)
+            self._apply(a, x, self.rows, 1, self.sh, ufunc, init, True)
+            self._apply(b, a, self.cols, 2, self.sw, ufunc, init, True)
+        else:
+            a = np.empty((n, self.h, self.ow, c), acc_dtype)          # pass 1: along W
+            self._apply(a, x, self.cols, 2, self.sw, ufunc, init)
+            self._apply(b, a, self.rows, 1, self.sh, ufunc, init)    # pass 2: along H
         if out is not None and b is not out:
             out[...] = b
             return out
@@ -306,12 +321,12 @@ class MaxPool2D(Pool2D):
             init = np.iinfo(dt).min
 
             def core(x, y):
-                geo.reduce(x, np.maximum, init, dt, out=y)
+                geo.reduce(x, np.maximum, init, dt, out=y, exact=True)
                 np.clip(y, lo, hi, out=y)
             return core
         dt = C.DTYPES[t]
 
         def core(x, y):                                  # exact in float16 as well
-            geo.reduce(x, np.maximum, -np.inf, dt, out=y)
+            geo.reduce(x, np.maximum, -np.inf, dt, out=y, exact=True)
             Q.apply_float_activation(y, fuse)
         return core
