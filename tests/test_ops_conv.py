@@ -815,3 +815,46 @@ def test_batch_matmul_validation(case, words):
     }[case]
     out = Opd(Q8, [0, 0], None, 1.0, 0) if case == "type" else f([0] * (len(ins[0].dims)))
     fails("BATCH_MATMUL", ins, [out], "BATCH_MATMUL", *words)
+
+
+@pytest.mark.parametrize("op", ["CONV_2D", "DEPTHWISE_CONV_2D"])
+@pytest.mark.parametrize("quant", [False, True])
+@pytest.mark.parametrize("filter_const", [False, True])
+def test_filter_and_bias_given_at_execution_change_between_runs(op, quant, filter_const):
+    """A bias (and filter) that are not constants -- the bias made by an operation, so the
+    same temporary array holds it every run: every run of one compilation uses the values
+    of that run (nothing prepared from them is kept between runs)."""
+    import nnapi_py as nn
+    rng = np.random.default_rng(21)
+    shape_w = (4, 3, 3, 4) if op == "CONV_2D" else (1, 3, 3, 4)
+    wv = (rng.integers(120, 136, shape_w).astype(np.uint8) if quant
+          else rng.standard_normal(shape_w).astype(np.float32))
+    m = nn.Model()
+    if quant:
+        x = m.input("x", nn.quant8_asymm(0.5, 120), (1, 5, 5, 4))
+        tw = nn.quant8_asymm(0.25, 128)
+        tb = nn.OperandType(nn.int32.code, scale=0.125)                  # 0.5 * 0.25
+        b_in = m.input("b", tb, (4,))
+        b = m.op("SUB", b_in, m.constant(np.zeros(4, np.int32), tb), 0)  # a temporary
+    else:
+        x = m.input("x", nn.float32, (1, 5, 5, 4))
+        tw = nn.float32
+        b_in = m.input("b", nn.float32, (4,))
+        b = m.op("ADD", b_in, np.zeros(4, np.float32), 0)                 # a temporary
+    w = m.constant(wv, tw) if filter_const else m.input("w", tw, shape_w)
+    args = (x, w, b, 1, 1, 1, 0) if op == "CONV_2D" else (x, w, b, 1, 1, 1, 1, 0)
+    m.output(m.op(op, *args), "y")
+    c = m.compile()
+    xv = (rng.integers(100, 140, (1, 5, 5, 4)).astype(np.uint8) if quant
+          else rng.standard_normal((1, 5, 5, 4)).astype(np.float32))
+    outs = []
+    for k in range(3):
+        feeds = {"x": xv, "b": np.full(4, 8 * k, np.int32) if quant else np.full(4, float(k), np.float32)}
+        if not filter_const:
+            feeds["w"] = wv
+        outs.append(c.run(feeds)["y"].astype(np.float64))
+    step = 2.0 if quant else 1.0           # bias k (real) moves the output by k / output scale
+    for k in (1, 2):
+        ok = (outs[k] < 255) & (outs[0] > 0) if quant else np.ones(outs[0].shape, bool)
+        assert ok.sum() > outs[0].size // 2
+        np.testing.assert_allclose((outs[k] - outs[0])[ok], k * step, atol=1.0 if quant else 1e-5)

@@ -437,6 +437,8 @@ class _Output:
         self.fuse = fuse
         self._aug = None
         self._tiles = None
+        self._epi = None
+        self._bias_const = ins[2].value         # None unless the bias is a constant
         if self.quant:
             self.stages = _StageCache(_QuantSetup(ins, outs, fuse), packed, ins[2].value)
             self.zp = ins[0].zp
@@ -445,25 +447,32 @@ class _Output:
             self.zp = 0
 
     def epilogue(self, pk, bias):
+        e = self._epi                           # kept for a constant filter and bias
+        if e is not None and e[0] is pk and bias is self._bias_const:
+            return e[1]
         if self.quant:
-            return _Epilogue(True, self.fuse, stage=self.stages.get(pk, bias))
-        b = self.fbias.get(bias)
-        t = self._tiles
-        if t is None or t[0] is not b:          # tiled rows kept while the bias is the same
-            t = self._tiles = (b, {})
-        return _Epilogue(False, self.fuse, float_bias=b, tiled=t[1])
+            epi = _Epilogue(True, self.fuse, stage=self.stages.get(pk, bias))
+        else:
+            b = self.fbias.get(bias)
+            t = self._tiles
+            if t is None or t[0] is not b:      # tiled rows kept while the bias is the same
+                t = self._tiles = (b, {})
+            epi = _Epilogue(False, self.fuse, float_bias=b, tiled=t[1])
+        if bias is self._bias_const:
+            self._epi = (pk, epi)
+        return epi
 
     def augmented(self, pk, bias):
         """Float: pk.mat [K, O] with the bias as row K (made once for a constant filter and
         bias); None when quantized or the filter is not a plain matrix."""
         if self.quant or pk.mat.ndim != 2:
             return None
-        b = self.fbias.get(bias)
         c = self._aug
-        if c is not None and c[0] is pk and c[1] is b:
+        if c is not None and c[0] is pk and c[1] is bias and bias is self._bias_const:
             return c[2]
+        b = self.fbias.get(bias)
         m = np.concatenate([pk.mat, b.reshape(1, -1).astype(pk.dtype)])
-        self._aug = (pk, b, m)
+        self._aug = (pk, bias, m)
         return m
 
 
