@@ -663,3 +663,23 @@ def test_roi_align_nan_region_fails():
     x = np.ones((1, 4, 4, 1), f32)
     ins, outs = roi_align_ops(x, [[0, 0, np.nan, 2]], [0], 2, 2, 1.0, 1.0, 0, 0)
     fails(run_op("ROI_ALIGN", ins, outs), OP_FAILED, "ROI_ALIGN", "outside")
+
+
+def test_small_hard_nms_walks_like_the_vectorised_one():
+    """hard_nms's plain-Python walk for a few dozen candidates (all IoUs computed up front)
+    keeps the same boxes in the same order as the step-by-step numpy one, ties included."""
+    from nnapi_py.ops import detection as D
+    rng = np.random.default_rng(17)
+    for trial in range(300):
+        m = int(rng.integers(1, D._SMALL_NMS + 1))
+        scores = (rng.integers(0, 6, m) / 5).astype(np.float32) if trial % 2 else \
+            rng.uniform(0, 1, m).astype(np.float32)
+        xy = rng.uniform(0, 10, (m, 2)).astype(np.float32)
+        wh = rng.uniform(0, 4, (m, 2)).astype(np.float32) * (trial % 5 != 0)   # some degenerate
+        boxes = np.concatenate([xy, xy + wh], 1)
+        th = np.float32(rng.choice([0.0, 0.3, 0.5, 0.9, 1.0]))
+        limit = int(rng.choice([1, 3, m]))
+        with np.errstate(all="ignore"):
+            want = D._select_class(scores.copy(), boxes, limit, None, None, hard_iou=th)
+            got = D._hard_nms_small(scores, boxes, th, limit)
+        np.testing.assert_array_equal(got, want, err_msg=f"trial {trial}")
