@@ -133,3 +133,48 @@ def test_concurrent_executions_do_not_share(monkeypatch):
     for t in ts:
         t.join()
     assert not errors
+
+
+def test_kernels_write_every_element_of_a_reused_buffer(monkeypatch):
+    """Shared temporaries arrive holding an earlier operation's values: every kernel must write
+    its whole output.  With the buffers filled with 0xFF bytes (NaN as float32) before each
+    arena is made, a chain of common operations gives the same numbers as with zeros."""
+    w = RNG.standard_normal((6, 3, 3, 4)).astype(np.float32) * 0.3
+    dw = RNG.standard_normal((1, 3, 3, 6)).astype(np.float32)
+
+    def model():
+        m = nn.Model()
+        x = m.input("x", nn.float32, (1, 8, 8, 4))
+        h = m.op("CONV_2D", x, w, np.zeros(6, np.float32), 1, 1, 1, 1)
+        h = m.op("DEPTHWISE_CONV_2D", h, dw, np.ones(6, np.float32), 1, 1, 1, 1, 0)
+        p = m.op("MAX_POOL_2D", h, 2, 2, 2, 2, 2, 0)
+        q = m.op("PAD", p, np.array([[0, 0], [1, 1], [1, 1], [0, 2]], np.int32))
+        r = m.op("RESIZE_BILINEAR", q, 12, 12)
+        c = m.op("CONCATENATION", r, r, 3)
+        m.output(m.op("SOFTMAX", m.op("TANH", c), 1.0), "y")
+        return m
+    xv = RNG.standard_normal((1, 8, 8, 4)).astype(np.float32)
+    want = model().compile().run({"x": xv})["y"]
+    orig = P.Plan.take_arena
+
+    filled = []
+
+    def dirty(self):
+        sizes = self.pool_sizes
+        saved = np.empty
+
+        def empty(shape, dtype=float, *a, **k):
+            if dtype is np.uint8 and shape in sizes:
+                filled.append(shape)
+                return np.full(shape, 0xFF, np.uint8)
+            return saved(shape, dtype, *a, **k)
+        monkeypatch.setattr(np, "empty", empty)
+        try:
+            return orig(self)
+        finally:
+            monkeypatch.setattr(np, "empty", saved)
+    monkeypatch.setattr(P.Plan, "take_arena", dirty)
+    got = model().compile().run({"x": xv})["y"]
+    assert len(filled) >= 2                 # the shared buffers were made dirty
+    assert not np.isnan(got).any()
+    np.testing.assert_array_equal(got, want)
