@@ -230,9 +230,8 @@ class Plan:
                 k = pool_of.get(i)
                 if k is None:
                     slots[i] = np.empty(shape, dt)
-                else:
-                    slots[i] = pools[k][:int(np.prod(shape, dtype=np.int64)) * np.dtype(dt).itemsize] \
-                        .view(dt).reshape(shape)
+                else:                           # a view from the start of the shared buffer
+                    slots[i] = np.ndarray(shape, dt, buffer=pools[k])
             return slots
 
     def give_arena(self, slots):

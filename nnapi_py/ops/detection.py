@@ -115,11 +115,12 @@ NMS_NAMES = ("scores", "boxes", "batch index", "score_threshold", "max_num_detec
 
 
 def _iou(boxes, box):
-    """IoU of each row of boxes (k, 4) with box (4,), float32 in the reference's order."""
-    area1 = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
-    area2 = (box[2] - box[0]) * (box[3] - box[1])
-    w = np.minimum(boxes[:, 2], box[2]) - np.maximum(boxes[:, 0], box[0])
-    h = np.minimum(boxes[:, 3], box[3]) - np.maximum(boxes[:, 1], box[1])
+    """IoU of each row of boxes (k, 4) with box (4,), float32 in the reference's order (any
+    two broadcasting [..., 4] arrays: (m, 1, 4) against (1, m, 4) gives every pair)."""
+    area1 = (boxes[..., 2] - boxes[..., 0]) * (boxes[..., 3] - boxes[..., 1])
+    area2 = (box[..., 2] - box[..., 0]) * (box[..., 3] - box[..., 1])
+    w = np.minimum(boxes[..., 2], box[..., 2]) - np.maximum(boxes[..., 0], box[..., 0])
+    h = np.minimum(boxes[..., 3], box[..., 3]) - np.maximum(boxes[..., 1], box[..., 1])
     np.maximum(w, 0, out=w)
     np.maximum(h, 0, out=h)
     inter = w * h
@@ -659,19 +660,11 @@ def hard_nms(scores, boxes, iou_th, limit):
 def _hard_nms_small(scores, boxes, th, limit):
     """_select_class's hard NMS step for step -- the same candidate order (the first maximum
     of the live list wins; a dropped candidate's place is taken by the last live one) -- with
-    every IoU computed up front in one vectorised pass (each entry as _iou computes it) and the
+    every IoU computed up front by one broadcast _iou call and the
     walk over a few dozen candidates in plain Python instead of a dozen numpy calls per kept
     box: regular-mode DETECTION_POSTPROCESSING runs it once per class."""
     b = boxes.astype(f32)
-    r, t = b[:, None, :], b[None, :, :]                     # rows: candidates, columns: the kept box
-    area1 = (r[..., 2] - r[..., 0]) * (r[..., 3] - r[..., 1])
-    area2 = (t[..., 2] - t[..., 0]) * (t[..., 3] - t[..., 1])
-    w = np.minimum(r[..., 2], t[..., 2]) - np.maximum(r[..., 0], t[..., 0])
-    h = np.minimum(r[..., 3], t[..., 3]) - np.maximum(r[..., 1], t[..., 1])
-    np.maximum(w, 0, out=w)
-    np.maximum(h, 0, out=h)
-    inter = w * h
-    gone_with = (inter / (area1 + area2 - inter) >= th).tolist()    # [candidate][kept box]
+    gone_with = (_iou(b[:, None, :], b[None, :, :]) >= th).tolist()   # [candidate][kept box]
     s = scores.tolist()
     m = len(s)
     order = list(range(m))

@@ -199,7 +199,8 @@ class _Geometry:
     @staticmethod
     def _apply(dst, src, taps, axis, stride, ufunc, init, exact=False):
         """dst[o] = ufunc-reduce over taps of src[o * stride + tap - pad] along axis (1 or 2).
-        A tap covering every output position initialises dst by a copy; else dst is filled."""
+        A tap covering every output position initialises dst by a copy (exact, same dtypes:
+        two such taps by one ufunc pass); else dst is filled."""
         out = dst.shape[axis]
 
         def sl(a, lo, hi, step=1):

@@ -210,7 +210,6 @@ class OutputStage:
             right.append(max(-s, 0))
         self.lo, self.hi, self.zp = int(lo), int(hi), int(zp)
         self._tiles = {}
-        self._fc = {}
         amax = (1 << 31) if acc_bound is None else int(acc_bound) + 1
         if self._try_float(q, left, right, bias_l):
             return
@@ -291,17 +290,12 @@ class OutputStage:
                         default=0)
         return True
 
-    def _float_consts(self, off, tile):
-        """(q, K, thr, inv, corr) for _float with output offset off, per-channel vectors tiled
-        tile times along a row (None: not tiled), kept per (off, tile).  When the [z < zp + 1/2]
+    def _float_consts(self, off):
+        """(q, K, thr, inv, corr) for _float with output offset off.  When the [z < zp + 1/2]
         correction is needed and every channel has e > 0, q, K and thr are scaled by 2**e (exact:
         powers of two), so the correction subtracts the comparison's 0/1 directly and inv =
         2**-e scales back afterwards (two cheap passes instead of a masked multiply); otherwise
         inv is None and corr (2**-e per channel) is subtracted where the comparison holds."""
-        key = (off, tile)
-        r = self._fc.get(key)
-        if r is not None:
-            return r
         q, K, corr = self.q, self.K, self.corr
         K = K + off
         thr = self.thr + off
@@ -310,13 +304,7 @@ class OutputStage:
             inv = corr
             q, K, thr = q / corr, K / corr, thr / corr
             corr = None
-
-        def tl(a):
-            return np.tile(a, tile) if tile and isinstance(a, np.ndarray) else a
-        r = tuple(tl(a) for a in (q, K, thr, inv, corr))
-        if len(self._fc) < 16:
-            self._fc[key] = r
-        return r
+        return q, K, thr, inv, corr
 
     def _float(self, acc, out):
         """Cast to float64, multiply, add, [correct], clamp, store.  For an 8-bit output the
@@ -330,7 +318,7 @@ class OutputStage:
         if self.nvec and acc.ndim >= 3 and acc.shape[-2] > 1:
             tile = acc.shape[-2]
             a = acc.reshape(-1, tile * self.nvec)
-        q, K, thr, inv, corr = self._float_consts(off or 0, tile)
+        q, K, thr, inv, corr = self._tiled(("float", off or 0), tile, lambda: self._float_consts(off or 0))
         v = a.astype(np.float64)         # then *= q: faster than one mixed-type multiply
         v *= q
         v += K
@@ -379,7 +367,7 @@ class OutputStage:
             # per-channel vectors tiled along whole rows: long contiguous inner loops
             tile = p.shape[-2]
             v = p.reshape(-1, tile * self.nvec)
-            q, K, corr = self._tiled(tile)
+            q, K, corr = self._tiled("int64", tile, lambda: (self.q, self.K, self.corr))
         v *= q
         v += K
         v >>= 31
@@ -398,14 +386,15 @@ class OutputStage:
             p = p.reshape(out.shape)
         out[...] = p
 
-    def _tiled(self, tile):
-        t = self._tiles.get(tile)
+    def _tiled(self, kind, tile, make):
+        """The constants make() returns, per-channel vectors tiled tile times along a row
+        (tile None: as they are), kept per (kind, tile)."""
+        key = (kind, tile)
+        t = self._tiles.get(key)
         if t is None:
-            def tl(a):
-                return np.tile(a, tile) if isinstance(a, np.ndarray) else a
-            t = (tl(self.q), tl(self.K), tl(self.corr))
-            if len(self._tiles) < 8:
-                self._tiles[tile] = t
+            t = tuple(np.tile(a, tile) if tile and isinstance(a, np.ndarray) else a for a in make())
+            if len(self._tiles) < 16:
+                self._tiles[key] = t
         return t
 
     def _general(self, acc, out):
