@@ -109,6 +109,21 @@ def test_nan_and_inf():
     assert np.isnan(out[2]) and out[0] == 0 and out[1] == inf   # RELU keeps NaN, clamps -inf
 
 
+def test_fused_activations_keep_nan_clamp_inf_float32_and_float16():
+    # the reference's fused clamp is std::min(std::max(x, lo), hi): NaN stays NaN (unlike the
+    # RELU operations); the float32 kernels clamp through numpy's clip ufunc, float16 through
+    # maximum/minimum: both must agree with that, for long arrays too (vector loops)
+    base = np.array([np.nan, -np.inf, np.inf, -7, -1.5, -0.25, 0, 0.25, 1.5, 5.5, 7], np.float32)
+    x = np.tile(base, 97)                                   # 1067 elements: past any unrolling
+    n = x.size
+    for fuse, (lo, hi) in {1: (0, np.inf), 2: (-1, 1), 3: (0, 6)}.items():
+        want = np.where(np.isnan(x), np.nan, np.clip(x, lo, hi))
+        out = ok("ADD", [T.f32([n], x), T.f32([1], [0]), T.i32(fuse)], [T.f32([n])])[0]
+        np.testing.assert_array_equal(out, want.astype(np.float32))
+        out = ok("ADD", [T.f16([n], x), T.f16([1], [0]), T.i32(fuse)], [T.f16([n])])[0]
+        np.testing.assert_array_equal(out, want.astype(np.float16))
+
+
 def test_int32_add_sub_mul_wrap_and_need_fuse_none():
     big = np.array([2 ** 31 - 1, -2 ** 31, 7, -7], np.int32)
     one = np.array([1, 1, -3, 2], np.int32)

@@ -4,8 +4,8 @@ Numerics (what the kernels do and why):
 
 * float16 tensors are computed in float32 and rounded once when stored; float32 (relaxed or
   not) is computed in float32 (SOFTMAX/LOG_SOFTMAX reduce in float32 as the reference does).
-* Clamps use np.fmax/np.fmin, which reproduce the reference's std::max(lo, x) /
-  std::min(x, hi) on NaN (the bound wins), e.g. RELU(NaN) = 0 as in the Android CPU path.
+* Clamps reproduce the reference's std::max(lo, x) / std::min(x, hi) on NaN (the bound
+  wins), e.g. RELU(NaN) = 0 as in the Android CPU path (quant.clamp_into).
 * Element-wise 8-bit activations (LOGISTIC, TANH, HARD_SWISH) are table lookups: the 256
   possible input codes are evaluated once in build() in float64 from the dequantized value and
   requantized with exact round-half-away-from-zero (requantize_into).  This stays within the
@@ -85,16 +85,9 @@ class _Clamp(_Unary):
         inp = ins[0]
         if inp.type in FLOATS:
             lo, hi = self.lo, self.hi
-            if inp.type == F32:
-                def k(i, o):
-                    np.fmax(i[0], lo, out=o[0])
-                    if hi is not None:
-                        np.fmin(o[0], hi, out=o[0])
-            else:
-                def k(i, o):       # float16: the bounds are exact in float16, no rounding issue
-                    np.fmax(i[0], np.float16(lo), out=o[0])
-                    if hi is not None:
-                        np.fmin(o[0], np.float16(hi), out=o[0])
+
+            def k(i, o):           # float16: the bounds are exact in float16, no rounding issue
+                Q.clamp_into(i[0], lo, hi, o[0])
             return k
         # quantized: clamp the codes to the quantized bounds (input and output share scale/zp)
         dt = inp.dtype
@@ -165,8 +158,7 @@ class Tanh(_Unary):
 def _hard_swish(x, out):
     # x * min(6, max(0, x + 3)) / 6
     np.add(x, 3, out=out)
-    np.fmax(out, 0, out=out)
-    np.fmin(out, 6, out=out)
+    Q.clip_inplace(out, 0, 6)       # NaN kept where the reference's bound wins: x * ... is NaN anyway
     out *= x
     out /= 6
 
@@ -253,8 +245,11 @@ class Prelu(Op):
                         if np.isfinite(a).all():
                             # max(x, 0) + min(x, 0) * alpha: equal to the reference's
                             # x >= 0 ? x : x * alpha whenever alpha is finite, faster than a mask
-                            np.multiply(np.minimum(x, 0), a, out=o[0])
-                            o[0] += np.maximum(x, 0)
+                            neg = np.empty(x.shape, np.float32)
+                            Q.negpart_into(x, neg)
+                            np.multiply(neg, a, out=o[0])
+                            Q.relu_into(x, neg)
+                            o[0] += neg
                         else:
                             np.multiply(x, a, out=o[0])
                             np.copyto(o[0], x, where=x >= 0)
@@ -352,9 +347,9 @@ def _prelu_rows(ins, outs):
             bufs = scratch.take()
             try:
                 tmp = bufs.array("neg", x2.shape, np.float32)
-                np.minimum(x2, 0, out=tmp)
+                Q.negpart_into(x2, tmp)
                 tmp *= row
-                np.maximum(x2, 0, out=o2)
+                Q.relu_into(x2, o2)
                 o2 += tmp
             finally:
                 scratch.give(bufs)

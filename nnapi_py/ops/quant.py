@@ -30,11 +30,56 @@ _CLIP_UFUNC = getattr(getattr(getattr(np, "_core", None), "umath", None), "clip"
 
 
 def clip_inplace(a, lo, hi):
-    """a clamped to [lo, hi] in place: the clip ufunc itself (np.clip where it is missing)."""
-    if _CLIP_UFUNC is not None:
+    """a clamped to [lo, hi] in place (NaN stays NaN).
+
+    numpy's clip ufunc has vector loops for every dtype but float16, and is 3-4x faster than
+    np.maximum / np.minimum with a scalar bound (whose broadcast operand takes a scalar loop);
+    float16 is the other way round.  The ufunc is called directly (np.clip goes through two
+    Python wrappers, about 1.5 us a call: streaming models clamp small tensors often)."""
+    if a.dtype == np.float16:
+        np.maximum(a, lo, out=a)
+        np.minimum(a, hi, out=a)
+    elif _CLIP_UFUNC is not None:
         _CLIP_UFUNC(a, lo, hi, out=a)
     else:
         np.clip(a, lo, hi, out=a)
+
+
+def relu_into(x, out):
+    """out = max(x, 0), NaN kept: the fused RELU (the reference's std::max(x, 0.f)).  Through
+    the clip ufunc where it is fast (see clip_inplace)."""
+    if x.dtype in _CLIP_FAST:
+        _CLIP_UFUNC(x, 0, _CLIP_FAST[x.dtype], out=out)
+    else:
+        np.maximum(x, 0, out=out)
+
+
+def negpart_into(x, out):
+    """out = min(x, 0), NaN kept (see relu_into)."""
+    if x.dtype in _CLIP_FAST:
+        _CLIP_UFUNC(x, -_CLIP_FAST[x.dtype], 0, out=out)
+    else:
+        np.minimum(x, 0, out=out)
+
+
+def clamp_into(x, lo, hi, out):
+    """out = std::min(std::max(lo, x), hi) as the reference's RELU/RELU1/RELU6 compute it:
+    NaN becomes lo (hi None: no upper bound; -0.0 may stay -0.0 where the reference returns
+    lo = +0.0, equal as numbers).  float32/float64: one clip pass, plus a
+    minimum reduction that finds the NaNs clip keeps (2x faster than np.fmax / np.fmin with
+    scalar bounds, see clip_inplace)."""
+    if x.dtype in _CLIP_FAST:
+        _CLIP_UFUNC(x, lo, _CLIP_FAST[x.dtype] if hi is None else hi, out=out)
+        if out.size and np.isnan(np.minimum.reduce(out, axis=None)):
+            np.copyto(out, lo, where=np.isnan(out))
+    else:
+        np.fmax(x, x.dtype.type(lo), out=out)
+        if hi is not None:
+            np.fmin(out, x.dtype.type(hi), out=out)
+
+
+_CLIP_FAST = {} if _CLIP_UFUNC is None else {np.dtype(np.float32): np.float32(np.inf),
+                                              np.dtype(np.float64): np.inf}
 
 
 def quantize_multiplier(real):
@@ -128,7 +173,7 @@ def float_activation(fuse):
 def apply_float_activation(out, fuse):
     """Clamp a float array in place."""
     if fuse == C.FUSED_RELU:
-        np.maximum(out, 0, out=out)
+        relu_into(out, out)
     elif fuse == C.FUSED_RELU1:
         clip_inplace(out, -1, 1)
     elif fuse == C.FUSED_RELU6:
