@@ -353,6 +353,15 @@ CONV_CASES = [
     (1, 7, 7, 3, 8, 1, 1, (2, 2), "SAME", (1, 1), False, 1),      # ... strided
     (2, 6, 6, 3, 4, 3, 3, (2, 2), "SAME", (1, 1), True, 3),       # NCHW output: bias pass kept
 ]
+# narrow inputs (KW*C < 16) with output rows of >= 32 pixels: the patches are gathered
+# transposed (an image stem); the last case has several row blocks (the last one partial)
+NARROW_CASES = [
+    (2, 70, 66, 3, 8, 3, 3, (2, 2), "SAME", (1, 1), False, 1),
+    (1, 21, 70, 2, 5, 3, 3, (1, 1), (1, 1, 1, 1), (1, 2), True, 3),
+    (1, 12, 40, 1, 7, 5, 5, (1, 1), "VALID", (1, 1), False, 0),
+    (1, 46, 68, 3, 8, 7, 5, (1, 1), "VALID", (1, 1), False, 3),       # 40 rows: blocks of 36 and 4
+]
+CONV_CASES += NARROW_CASES
 
 
 def _implicit_pads(scheme, h, w, kh, kw, strides, dil):
@@ -398,7 +407,7 @@ def test_conv2d_float_against_reference(case):
 
 
 @pytest.mark.parametrize("kind", ["q8", "q8s", "pc", "pc_signed"])
-@pytest.mark.parametrize("case", CONV_CASES[:3] + CONV_CASES[4:6])
+@pytest.mark.parametrize("case", CONV_CASES[:3] + CONV_CASES[4:6] + NARROW_CASES)
 def test_conv2d_quant_bit_exact(kind, case):
     n, h, w, c, o, kh, kw, strides, pads, dil, nchw, fuse = case
     signed = kind in ("q8s", "pc_signed")
