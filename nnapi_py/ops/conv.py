@@ -28,7 +28,7 @@ import numpy as np
 from .. import constants as C
 from .base import Op, register, tname, value_error
 from . import quant as Q
-from .padding import implicit_padding, out_size, window_view
+from .padding import implicit_padding, out_size, window_view, strided_view
 from .quant import OutputStage, centered_max, exact_dtype, scale_product
 from .common import F16, F32, I32, Q8, Q8S, QPC, FLOATS, Derived, Scratch, check_bias_quant
 
@@ -536,7 +536,7 @@ def _conv_blocks(xp, pk, geom, on, epi, groups, bufs, aug):
     if seen is not None and seen[0] is xp:                          # a kept padded input: its view too
         win = seen[1]
     else:
-        win = window_view(xp, kh, kw, sh, sw, dh, dw)[:, :oh, :ow]  # [N, OH, OW, KH, KW, C]
+        win = window_view(xp, kh, kw, sh, sw, dh, dw, oh, ow)      # [N, OH, OW, KH, KW, C]
         if xp.flags.owndata:                                       # ours (kept), never a caller's array
             bufs["win"] = (xp, win)
     kdim = kh * kw * c
@@ -909,9 +909,8 @@ def _dw_rows_einsum(planes, taps, geom, on, direct, epi, bufs):
         else:
             st = plane.strides
             step = dw if sw == 1 else 1                   # plane columns between the phase's taps
-            x = np.lib.stride_tricks.as_strided(
-                plane, (n, oh, kh, len(kxs), row),
-                (st[0], st[1] * sh, st[1] * dh, st[2] * step, st[3]), writeable=False)
+            x = strided_view(plane, (n, oh, kh, len(kxs), row),
+                             (st[0], st[1] * sh, st[1] * dh, st[2] * step, st[3]))
             if plane.flags.owndata:                        # ours (kept), never a caller's array
                 bufs[("view", q)] = (plane, x)
         w = taps if sw == 1 else taps[:, q::sw]
