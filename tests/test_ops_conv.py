@@ -192,6 +192,55 @@ def test_output_stage_8bit_stores_match_quant_py(dtype):
     assert ("float", True) in seen and ("float", False) in seen
 
 
+def test_output_stage_small_calls_use_exact_step_table():
+    """A stage called again on a few values (streaming models' one-pixel layers) looks its
+    outputs up in a table of the accumulators where each channel's output steps up, found by
+    bisection with the passes themselves: the same numbers as the reference formula in every
+    mode, at every step and its neighbours, at the accumulator bounds, for uint8/int8/int64
+    outputs; larger calls keep the passes."""
+    from nnapi_py.ops import quant as Q
+    rng = np.random.default_rng(11)
+    modes = set()
+    for trial in range(120):
+        nch = int(rng.choice([1, 2, 5, 32]))
+        reals = np.exp(rng.uniform(np.log(1e-6), np.log(0.9), nch))
+        if trial % 6 == 0:
+            reals = np.exp(rng.uniform(np.log(1.0), np.log(3.0), nch))      # multipliers > 1
+        if trial % 4 == 1:
+            reals = 2.0 ** -rng.integers(0, 12, nch).astype(float)           # exact ties
+        dtype = (np.uint8, np.int8, np.int64)[trial % 3]
+        lo0, hi0 = {np.uint8: (0, 255), np.int8: (-128, 127), np.int64: (-128, 127)}[dtype]
+        zp = int(rng.integers(lo0, hi0 + 1))
+        lo, hi = (lo0, hi0) if trial % 2 else sorted(int(v) for v in rng.integers(lo0, hi0 + 1, 2))
+        bias = rng.integers(-3000, 3000, nch) if trial % 3 else None
+        bnd = int(10 ** rng.uniform(2, 7))
+        st = Q.OutputStage(reals, zp, lo, hi, bias=bias, acc_bound=bnd)
+        modes.add(st.mode)
+
+        def ref(acc):
+            x = acc.astype(np.int64) + (0 if bias is None else bias)
+            r = np.stack([Q.Requant(float(reals[c]))(x[..., c]) for c in range(nch)], -1)
+            return np.clip(r + zp, lo, hi)
+        acc = rng.integers(-bnd, bnd + 1, (1, 1, max(1, 64 // nch), nch))
+        acc.reshape(-1, nch)[:2] = np.array([-bnd, bnd])[:, None]
+        for _ in range(3):                  # the third call of a stage makes its table
+            out = np.empty(acc.shape, dtype)
+            st(acc.astype(np.float32) if bnd < 1 << 24 else acc.astype(np.float64), out)
+            np.testing.assert_array_equal(out.astype(np.int64), ref(acc), err_msg=f"mode {st.mode}")
+        assert st._steps is not None
+        steps = st._steps[0].reshape(nch, -1) - st._steps[1][:, None]        # per channel
+        near = np.concatenate([steps - 1, steps, steps + 1], 1).T            # [3 * steps, nch]
+        near = np.clip(near, -bnd, bnd)
+        out = np.empty(near.shape, dtype)
+        st._small(near, out)
+        np.testing.assert_array_equal(out.astype(np.int64), ref(near), err_msg=f"mode {st.mode}")
+        big = rng.integers(-bnd, bnd + 1, (4, 8, 8, nch))            # beyond the small size: passes
+        out = np.empty(big.shape, dtype)
+        st(big.astype(np.float64), out)
+        np.testing.assert_array_equal(out.astype(np.int64), ref(big))
+    assert modes == {"float", "int64", "general"}
+
+
 # =================================================================================================
 # FULLY_CONNECTED
 # =================================================================================================

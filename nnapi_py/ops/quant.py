@@ -218,6 +218,11 @@ def exact_dtype(bound):
     return np.float32 if bound < _EXACT_F32 else np.float64
 
 
+_SMALL_VALUES = 128      # OutputStage calls on at most this many values use the step table
+_SMALL_STEPS = 1 << 15   # ... with at most this many steps (8-bit outputs, <= 128 channels: the
+                         # table takes about 4 ms to make for 64 channels)
+
+
 class OutputStage:
     """int32 accumulators -> quant8 output, bit-exact with quant.multiply_by_quantized_multiplier
     (the reference's fixed-point requantization), vectorised, per-tensor or per-channel.
@@ -256,6 +261,9 @@ class OutputStage:
         self.lo, self.hi, self.zp = int(lo), int(hi), int(zp)
         self._tiles = {}
         amax = (1 << 31) if acc_bound is None else int(acc_bound) + 1
+        self.nch, self.amax = nch, min(amax, 1 << 31)
+        self._steps = None          # the step table of small calls (_small), made at the third
+        self._calls = 0
         if self._try_float(q, left, right, bias_l):
             return
         if not self._try_int64(q, left, right, bias_l, amax):
@@ -396,6 +404,55 @@ class OutputStage:
     def __call__(self, acc, out):
         """acc: integer-valued array (int or exact float), channels last, shaped like out
         (or reshapeable to it); writes the clamped quantized result into out."""
+        if acc.size <= _SMALL_VALUES and (self.hi - self.lo) * self.nch <= _SMALL_STEPS \
+                and (self.nch == 1 or acc.shape[-1] == self.nch):
+            if self._steps is not None:
+                return self._small(acc, out)
+            self._calls += 1                # a stage used again (constant filter and bias)
+            if self._calls > 2:
+                return self._small(acc, out)
+        return self._passes(acc, out)
+
+    def _small(self, acc, out):
+        """A few values (a streaming model's one-pixel layers): the output of channel c is
+        lo + the number of its steps t[c, y] <= acc, where t[c, y] is the least accumulator
+        whose output is >= y (the requantization is non-decreasing in acc), found once by
+        bisection with the exact evaluation itself (_passes).  One searchsorted over all
+        channels' steps (channel c's shifted by c * width, so the table is sorted) replaces
+        the evaluation's ten numpy passes, each of which costs its call overhead on a small
+        array: 8.7 -> 3 us for 64 values."""
+        t = self._steps
+        if t is None:
+            t = self._steps = self._step_table()
+        steps, offs, base = t
+        c = self.nch
+        a = acc.reshape(-1, c)
+        key = a + offs                                   # float64, exact: |key| < 2**46
+        idx = np.searchsorted(steps, key.reshape(-1), side="right").reshape(a.shape)
+        idx -= base                                      # base[c] = c * steps per channel - lo
+        out[...] = idx.reshape(out.shape)
+
+    def _step_table(self):
+        n, c, amax = self.hi - self.lo, self.nch, self.amax
+        y = np.arange(self.lo + 1, self.hi + 1, dtype=np.int64)[:, None]     # [n, 1]
+        below = np.full((n, c), -amax - 1, np.int64)     # outputs < y there (or below the range)
+        at = np.full((n, c), amax + 1, np.int64)         # outputs >= y there (or above it)
+        got = np.empty((n, c), np.int64)
+        while True:
+            open_ = at - below > 1
+            if not open_.any():
+                break
+            mid = (below + at) >> 1
+            self._passes(mid.astype(np.float64), got)
+            ge = got >= y
+            np.copyto(at, mid, where=ge & open_)
+            np.copyto(below, mid, where=~ge & open_)
+        width = 2 * amax + 4
+        shift = np.arange(c, dtype=np.int64) * width
+        steps = (at + shift).T.reshape(-1).astype(np.float64)       # channel-major, sorted
+        return steps, shift.astype(np.float64), np.arange(c, dtype=np.int64) * n - self.lo
+
+    def _passes(self, acc, out):
         if self.mode == "float":
             return self._float(acc, out)
         if self.mode == "general":
