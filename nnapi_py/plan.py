@@ -2,6 +2,8 @@
 temporaries allocated once per arena (arenas are pooled so concurrent executions of one
 compilation never share a temporary; within an arena, temporaries whose lifetimes do not
 overlap share memory)."""
+from time import monotonic_ns as _now
+
 import numpy as np
 
 from . import constants as C
@@ -103,6 +105,16 @@ class Plan:
         self._arenas = []
         self.pool_sizes, self.pool_of = self._share_temps() if static else ([], {})
         self.steps = [(nd.kernel, nd.ins, nd.outs) for nd in self.nodes] if static else None
+        self._bound = {}            # id(arena slots) -> (slots, its steps' argument lists)
+        # where each model input / output appears in the steps' argument lists: (step, 0 for
+        # inputs / 1 for outputs, position); those entries are set per run, the rest per arena
+        where = {}
+        for s, (_, ii, oo) in enumerate(self.steps or ()):
+            for side, ops in ((0, ii), (1, oo)):
+                for k, i in enumerate(ops):
+                    where.setdefault(i, []).append((s, side, k))
+        self.in_refs = [tuple(where.get(i, ())) for i in self.inputs]
+        self.out_refs = [tuple(where.get(i, ())) for i in self.outputs]
         self.out_shapes = [shapes.get(o) for o in self.outputs]
         self.in_static = [shapes.get(i) for i in self.inputs]
         # byte sizes of fully specified model inputs/outputs (None otherwise): setter fast path
@@ -237,27 +249,45 @@ class Plan:
     def give_arena(self, slots):
         self._arenas.append(slots)
 
+    def _arena_steps(self, slots):
+        """(kernel, input list, output list) per step for this arena, made once: the lists
+        hold the arena's own arrays (constants, temporaries); the entries of model inputs and
+        outputs are filled in per run.  A run then calls each kernel with ready lists instead
+        of building two per step."""
+        b = self._bound.get(id(slots))
+        if b is None or b[0] is not slots:
+            b = (slots, [(k, [slots[i] for i in ii], [slots[o] for o in oo]) for k, ii, oo in self.steps])
+            self._bound[id(slots)] = b
+        return b[1]
+
     # ---- execution ---------------------------------------------------------------------------
     def run_static(self, in_arrays, out_arrays, deadline=None):
         slots = self.take_arena()
+        steps = self._arena_steps(slots)
         enter_run()
+        s = 0
         try:
-            for i, a in zip(self.inputs, in_arrays):
+            for i, a, refs in zip(self.inputs, in_arrays, self.in_refs):
                 slots[i] = a
-            for i, a in zip(self.outputs, out_arrays):
+                for s, side, k in refs:
+                    steps[s][1 + side][k] = a
+            for i, a, refs in zip(self.outputs, out_arrays, self.out_refs):
                 slots[i] = a
-            oo = ()
+                for s, side, k in refs:
+                    steps[s][1 + side][k] = a
+            s = 0
             try:
-                if deadline is None:
-                    for kern, ii, oo in self.steps:
-                        if halted[0]:
-                            park()
-                        kern([slots[i] for i in ii], [slots[o] for o in oo])
-                else:
-                    self._run_with_deadline(slots, deadline)
+                for kern, ia, oa in steps:
+                    if halted[0]:
+                        park()
+                    if deadline is not None and _now() > deadline:
+                        raise NNError(C.MISSED_DEADLINE_TRANSIENT, "the execution timeout expired")
+                    kern(ia, oa)
+                    s += 1
             except NNError:
                 raise
             except Exception as e:
+                oo = self.steps[s][2] if s < len(self.steps) else ()
                 raise kernel_failure(self._node_name(oo), oo, e) from None
         finally:
             leave_run()
@@ -265,6 +295,9 @@ class Plan:
                 slots[i] = None
             for i in self.outputs:
                 slots[i] = None
+            for refs in self.in_refs + self.out_refs:      # the caller's arrays are not kept
+                for s, side, k in refs:
+                    steps[s][1 + side][k] = None
             self.give_arena(slots)
 
     def _node_name(self, outs):
@@ -272,15 +305,6 @@ class Plan:
             if tuple(node.outs) == tuple(outs):
                 return node.name
         return "an operation"
-
-    def _run_with_deadline(self, slots, deadline):
-        import time
-        for kern, ii, oo in self.steps:
-            if halted[0]:
-                park()
-            if time.monotonic_ns() > deadline:
-                raise NNError(C.MISSED_DEADLINE_TRANSIENT, "the execution timeout expired")
-            kern([slots[i] for i in ii], [slots[o] for o in oo])
 
     def run_dynamic(self, in_arrays, out_provider, deadline=None):
         """Infer shapes node by node from the actual inputs.

@@ -4,6 +4,8 @@ memory with one of its inputs or with a temporary still to be read, the same num
 numpy, and concurrent executions of one compilation still never share a temporary."""
 import threading
 
+import pytest
+
 import numpy as np
 
 import nnapi_py as nn
@@ -178,3 +180,44 @@ def test_kernels_write_every_element_of_a_reused_buffer(monkeypatch):
     assert len(filled) >= 2                 # the shared buffers were made dirty
     assert not np.isnan(got).any()
     np.testing.assert_array_equal(got, want)
+
+
+def test_arena_argument_lists_take_each_runs_arrays_and_keep_none(monkeypatch):
+    """Each arena keeps its steps' argument lists (Plan._arena_steps); the entries of model
+    inputs and outputs are filled per run: a model input read by two steps, an output also
+    read by a later step.  Every run sees its own arrays, the caller's arrays are not kept
+    after the run, and a failing kernel is still named by its own operation."""
+    import gc
+    import weakref
+    made = _plans(monkeypatch)
+    m = nn.Model()
+    x = m.input("x", nn.float32, (2, 3))
+    a = m.op("ADD", x, np.ones((2, 3), np.float32), 0)
+    b = m.op("MUL", a, x, 0)                     # x read by a second step
+    m.output(b, "b")
+    m.output(m.op("SUB", b, x, 0), "c")          # output b read again
+    comp = m.compile()
+    plan = made[-1][0]
+    for _ in range(3):
+        xv = RNG.standard_normal((2, 3)).astype(np.float32)
+        r = comp.run({"x": xv})
+        np.testing.assert_array_equal(r["b"], (xv + 1) * xv)
+        np.testing.assert_array_equal(r["c"], (xv + 1) * xv - xv)
+        ref = weakref.ref(xv)
+        del xv, r
+        gc.collect()
+        assert ref() is None, "the plan kept the caller's input array"
+    assert plan._bound
+    for slots, steps in plan._bound.values():      # nothing of the last run's kept
+        for refs in plan.in_refs + plan.out_refs:
+            assert refs and all(steps[s][1 + side][k] is None for s, side, k in refs)
+    # a kernel failing at the second step names MUL
+    def boom(i, o):
+        raise RuntimeError("boom")
+    for slots, steps in plan._bound.values():
+        steps[1] = (boom,) + tuple(steps[1][1:])
+    with pytest.raises(nn.NNAPIError) as e:
+        comp.run({"x": np.zeros((2, 3), np.float32)})
+    assert "MUL" in str(e.value) and "internal error" in str(e.value)
+    assert P.INTERNAL_ERRORS and P.INTERNAL_ERRORS[-1][0] == "MUL"
+    P.INTERNAL_ERRORS.pop()                      # caused on purpose (tests/conftest.py)
