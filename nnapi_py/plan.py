@@ -7,7 +7,7 @@ from time import monotonic_ns as _now
 import numpy as np
 
 from . import constants as C
-from .errors import NNError, op_failed
+from .errors import NNError, op_failed, strict
 from .model import TEMP, INPUT, OUTPUT, CONST, CONST_REF, NO_VALUE, SUBGRAPH, Model
 from .ops.base import Info, Runtime
 from .event import halted, park, enter_run, leave_run
@@ -144,7 +144,11 @@ class Plan:
         FULLY_CONNECTED) is folded into that operation: it gets the activation as its fuse
         code (a new constant operand) and writes the activation's output itself, so the
         clamp runs inside its epilogue instead of as a separate pass over memory.  The same
-        numbers: the fused activations are the standalone ones.  Returns how many folded."""
+        numbers, except on NaN: a fused clamp keeps NaN (the reference's std::max(x, lo)),
+        the standalone operation gives the bound (std::max(lo, x)); docs/decisions.md.
+        NNAPI_PY_STRICT=1 folds nothing.  Returns how many folded."""
+        if strict():
+            return 0
         uses = {}
         for node in self.nodes:
             for i in node.ins:

@@ -120,3 +120,17 @@ def test_dynamic_shapes_with_a_folded_activation(folds):
         x = (RNG.standard_normal((rows, 3)) * 5).astype(np.float32)
         np.testing.assert_array_equal(c.run({"a": x, "b": x})["y"], np.clip(x + x, 0, 6))
     assert folds == [1]
+
+
+def test_strict_mode_folds_nothing_and_nan_becomes_the_bound(folds, monkeypatch):
+    """Folded, a NaN stays NaN (the fused clamp); the standalone RELU family gives its lower
+    bound (docs/decisions.md).  NNAPI_PY_STRICT=1 keeps the standalone operation."""
+    monkeypatch.setenv("NNAPI_PY_STRICT", "1")
+    for act, lo in (("RELU", 0), ("RELU1", -1), ("RELU6", 0)):
+        m = nn.Model()
+        a, b = m.input("a", nn.float32, (4,)), m.input("b", nn.float32, (4,))
+        m.output(m.op(act, m.op("ADD", a, b, 0)), "y")
+        y = m.compile().run({"a": np.array([np.nan, -5, 0.5, 9], np.float32),
+                             "b": np.zeros(4, np.float32)})["y"]
+        np.testing.assert_array_equal(y, ACT[act](np.array([lo, -5, 0.5, 9], np.float32)))
+    assert folds == [0, 0, 0]
