@@ -597,6 +597,9 @@ DW_CASES = [
     (1, 12, 12, 80, 1, 3, 2, (1, 2), (2, 1, 0, 3), (2, 3), False, 0),
     (1, 8, 8, 72, 1, 3, 3, (2, 1), "VALID", (1, 1), True, 3),
     (1, 6, 7, 32, 2, 3, 3, (1, 1), "SAME", (1, 1), False, 2),
+    # stride 2 in width, float NHWC: the width phases copied as whole pixels (void items)
+    (2, 13, 14, 16, 1, 3, 3, (2, 2), "SAME", (1, 1), False, 1),
+    (1, 10, 11, 64, 1, 3, 3, (1, 2), (1, 1, 1, 1), (1, 1), False, 0),
     # dilation with a stride of 1 in one direction (the einsum's tap step), 5x5 filters
     (2, 10, 11, 8, 1, 3, 3, (2, 1), "SAME", (2, 2), False, 3),
     (1, 10, 11, 8, 1, 3, 3, (1, 2), "SAME", (2, 2), False, 0),

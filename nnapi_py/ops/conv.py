@@ -314,7 +314,13 @@ def prepare_planes(x, nchw, pads, dtype, zp, sw, repeat=1, bufs=None):
         if k1 > k0:
             src = xn[:, :, p + k0 * sw - pl::sw][:, :, :k1 - k0]
             dst = pl_[:, pt:pt + h, k0:k1]
-            dst[...] = src
+            if xn.dtype == dtype and src.strides[3] == dtype().itemsize and c * src.itemsize <= 256:
+                # whole pixels as single void items: numpy's copy loop then steps once per
+                # pixel instead of once per run of C values (96x96x16: 28 -> 13 us a plane)
+                vt = np.dtype((np.void, c * src.itemsize))
+                dst.view(vt)[...] = src.view(vt)
+            else:
+                dst[...] = src
             if zp:
                 np.subtract(dst, dtype(zp), out=dst)
         planes.append(pl_)
