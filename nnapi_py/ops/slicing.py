@@ -10,7 +10,8 @@ import numpy as np
 from .. import constants as C
 from .base import Op, register, tname
 from .common import (F16, F32, I32, Q8, Q8S, QUANT8, INT32, LEVELS_FL2, LEVELS_FL3, LEVELS_FL3_INT,
-                    tensor_of, require_scalar, int_tensor, scalar_int, int_values, known_len, fail_value)
+                    tensor_of, require_scalar, int_tensor, scalar_int, int_values, known_len, fail_value,
+                    copy_pixels, fill_pixels)
 
 
 def _same_rank_output(sig, what="input 0"):
@@ -238,10 +239,10 @@ def _constant_pad_kernel(dims, pads, value_of):
 
     def kernel(i, o):
         dst = o[0]
-        dst[interior] = i[0]
+        copy_pixels(dst[interior], i[0])        # channel pads: whole pixels at once
         v = value_of(i)
         for w in slabs:
-            dst[w] = v
+            fill_pixels(dst[w], v)
     return kernel
 
 
