@@ -483,7 +483,8 @@ def test_zero_sized_kernels():
 
 
 @pytest.mark.parametrize("xs,as_", [((1, 5, 7, 16), (1, 1, 16)), ((2, 3, 4), (4,)), ((3, 300), (1, 300)),
-                                    ((2, 3, 4, 5), (3, 1, 1)), ((4, 6), (1,)), ((1, 5, 7, 16), (7, 16))])
+                                    ((2, 3, 4, 5), (3, 1, 1)), ((4, 6), (1,)), ((1, 5, 7, 16), (7, 16)),
+                                    ((1, 64, 64, 16), (1, 1, 16))])       # rows tiled to 8192
 @pytest.mark.parametrize("kind", ["below_1", "above_1", "negative", "mixed", "with_zero",
                                   "mostly_below_1", "mostly_above_1"])
 def test_prelu_constant_alpha_matches_definition_with_inf_nan(xs, as_, kind):

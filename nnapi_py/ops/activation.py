@@ -277,6 +277,25 @@ class Prelu(Op):
         return k
 
 
+def _row_repeats(n, total, want=8192):
+    """Repeats of a row of n values along an array of total values (total % n == 0) so that
+    rows have at least `want` values: numpy multiplies by a shorter broadcast row at up to
+    twice the cost (96 rows of 1536: 33 -> 19 us; mediapipe face_landmark's 96x96x16
+    PRELU 75 -> 65 us).  The smallest such divisor of total // n, at most 4 * want / n;
+    else 1."""
+    if n >= want or total % n or total < 8 * want:     # small arrays: no measurable gain
+        return 1
+    m = total // n
+    need = -(-want // n)
+    for r in range(need, min(m, 4 * need) + 1):
+        if m % r == 0:
+            return r
+    return 1
+
+
+_ROW_REPEATS = _row_repeats
+
+
 def _prelu_rows(ins, outs):
     """float32 PRELU with a constant, finite alpha (the usual case).  With a non-zero alpha
     <= 1 everywhere (or >= 1 everywhere) x >= 0 ? x : x * alpha is max(x, x * alpha) (min for
@@ -324,6 +343,9 @@ def _prelu_rows(ins, outs):
     while k < r and int(np.prod(shape[r - k:])) < 1024:
         k += 1                              # longer rows: alpha broadcasts along them anyway
     row = np.ascontiguousarray(np.broadcast_to(ap[(0,) * (r - k)], shape[r - k:]).reshape(-1))
+    reps = _ROW_REPEATS(row.size, int(np.prod(shape)))
+    if reps > 1:
+        row = np.tile(row, reps)
     n = row.size
 
     scratch = Scratch()
