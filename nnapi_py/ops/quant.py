@@ -425,10 +425,9 @@ class OutputStage:
         if t is None:
             t = self._steps = self._step_table()
         steps, offs, base = t
-        c = self.nch
-        a = acc.reshape(-1, c)
-        key = a + offs                                   # float64, exact: |key| < 2**46
-        idx = np.searchsorted(steps, key.reshape(-1), side="right").reshape(a.shape)
+        key = acc + offs                                 # float64, exact: |key| < 2**46
+        idx = steps.searchsorted(key.ravel(), side="right")
+        idx = idx.reshape(key.shape)
         idx -= base                                      # base[c] = c * steps per channel - lo
         out[...] = idx.reshape(out.shape)
 
