@@ -410,6 +410,9 @@ NARROW_CASES = [
     (1, 12, 40, 1, 7, 5, 5, (1, 1), "VALID", (1, 1), False, 0),
     (1, 46, 68, 3, 8, 7, 5, (1, 1), "VALID", (1, 1), False, 3),       # 40 rows: blocks of 36 and 4
 ]
+# a few pixels through a 1x1 filter: one GEMM into a kept accumulator, NHWC and NCHW outputs
+CONV_CASES += [(2, 3, 2, 5, 7, 1, 1, (1, 1), "VALID", (1, 1), True, 0),
+               (1, 1, 1, 64, 64, 1, 1, (1, 1), "VALID", (1, 1), False, 1)]
 CONV_CASES += NARROW_CASES
 
 
@@ -456,7 +459,7 @@ def test_conv2d_float_against_reference(case):
 
 
 @pytest.mark.parametrize("kind", ["q8", "q8s", "pc", "pc_signed"])
-@pytest.mark.parametrize("case", CONV_CASES[:3] + CONV_CASES[4:6] + NARROW_CASES)
+@pytest.mark.parametrize("case", CONV_CASES[:3] + CONV_CASES[4:6] + NARROW_CASES + CONV_CASES[-2:])
 def test_conv2d_quant_bit_exact(kind, case):
     n, h, w, c, o, kh, kw, strides, pads, dil, nchw, fuse = case
     signed = kind in ("q8s", "pc_signed")

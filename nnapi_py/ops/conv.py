@@ -518,6 +518,12 @@ def _conv_blocks(xp, pk, geom, on, epi, groups, bufs, aug):
             np.matmul(src.reshape(-1, c), mat, out=on.reshape(-1, o))     # one GEMM
             epi(on, on, True)
             return
+        npix = n * oh * ow
+        if npix * o <= _SMALL_PREP and src.flags.c_contiguous:            # a few pixels: one GEMM
+            acc = bufs.array("acc1", (npix, o), pk.dtype)
+            np.matmul(src.reshape(-1, c), mat, out=acc)
+            epi(acc.reshape(on.shape), on, False)                      # on may be NCHW's view
+            return
         rows = min(oh, _rows_per_block(ow * (c + o) * pk.dtype().itemsize))
         accb = None if direct else bufs.array("acc", (rows * ow, o), pk.dtype)
         for b in range(n):
