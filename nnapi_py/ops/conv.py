@@ -37,7 +37,7 @@ BOOL, INT32 = C.BOOL, C.INT32
 _einsum = getattr(getattr(getattr(np, "_core", None), "multiarray", None), "c_einsum", np.einsum)
 _BLOCK_BYTES = 1 << 20          # working-set target of one block of output rows
 _NARROW_RUN = 16                # KW*C below this: im2col gathers the patches transposed
-_SMALL_PREP = 4096              # inputs of at most this many values are centred in one call
+_SMALL_PREP = 4096              # 1x1 outputs of at most this many values: one GEMM, no row blocks
 
 
 # ---- signature ---------------------------------------------------------------------------------
@@ -282,9 +282,6 @@ def prepare_input(x, nchw, pads, dtype, zp, bufs=None):
         if pr:
             xp[:, pt:pt + h, pl + w:] = 0
     inner = xp[:, pt:pt + h, pl:pl + w] if (pt or pb or pl or pr) else xp
-    if zp and xn.size <= _SMALL_PREP:   # one mixed-type call: fewer calls on a few values
-        np.subtract(xn, dtype(zp), out=inner, dtype=dtype, casting="unsafe")
-        return xp
     inner[...] = xn
     if zp:                          # cast, then subtract: faster than one mixed-type subtract
         np.subtract(inner, dtype(zp), out=inner)
