@@ -401,6 +401,9 @@ class _StageCache:
         self.const = None
         if packed.val is not None and bias_value is not None:
             self.const = qs.stage(bias_value, packed.val.bound)
+            dims = qs.out.dims
+            if dims is not None and all(dims):
+                self.const.prepare_small(int(np.prod(dims)))
 
     def get(self, pk, bias):
         if self.const is not None and pk is self.packed.val and bias is self.bias_src:

@@ -153,6 +153,8 @@ class FullyConnected(Op):
         const_stage = None
         if w.value is not None and ins[2].value is not None:
             const_stage = stage_for(gemm.val, ins[2].value)
+            if out.dims is not None and all(out.dims):
+                const_stage.prepare_small(int(np.prod(out.dims)))
 
         def k(i, o):
             g = gemm.get(i[1])
