@@ -241,6 +241,42 @@ def test_output_stage_small_calls_use_exact_step_table():
     assert modes == {"float", "int64", "general"}
 
 
+def test_small_quantized_layers_make_their_step_tables_at_compilation(monkeypatch):
+    """A one-pixel quantized layer with constant weights and bias builds its step table when
+    it is compiled (not in the middle of a later execution), and its runs match the
+    reference requantization."""
+    import nnapi_py as nn
+    from nnapi_py.ops import quant as Q
+    made = []
+    orig = Q.OutputStage._step_table
+
+    def spy(self):
+        made.append(self.nch)
+        return orig(self)
+    monkeypatch.setattr(Q.OutputStage, "_step_table", spy)
+    rng = np.random.default_rng(21)
+    w = rng.integers(-127, 128, (8, 1, 1, 16)).astype(np.int8)
+    scales = (0.002 + rng.random(8) * 0.01).astype(np.float32)
+    bias = rng.integers(-3000, 3000, 8).astype(np.int32)
+    m = nn.Model()
+    x = m.input("x", nn.quant8_asymm_signed(0.05, -3), (1, 1, 1, 16))
+    wq = m.constant(w, nn.quant8_symm_per_channel(scales, 0))
+    bq = m.constant(bias, nn.OperandType(nn.C.TENSOR_INT32, 0.0, 0))
+    y = m.op("CONV_2D", x, wq, bq, 0, 0, 0, 0, 1, 1, 0,
+             outputs=[(nn.quant8_asymm_signed(0.1, 4), (1, 1, 1, 8))])
+    m.output(y, "y")
+    comp = m.compile()
+    assert made == [8]
+    reals = (np.float32(0.05) * scales).astype(np.float64) / 0.1
+    for _ in range(4):
+        xv = rng.integers(-128, 128, (1, 1, 1, 16)).astype(np.int8)
+        got = comp.run({"x": xv})["y"]
+        acc = (xv.astype(np.int64) + 3).reshape(16) @ w.reshape(8, 16).T.astype(np.int64) + bias
+        ref = np.clip([Q.Requant(float(reals[c]))(np.array([acc[c]]))[0] for c in range(8)] + np.int64(4), -128, 127)
+        np.testing.assert_array_equal(got.reshape(8), ref)
+    assert made == [8]
+
+
 # =================================================================================================
 # FULLY_CONNECTED
 # =================================================================================================
