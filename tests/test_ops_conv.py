@@ -446,10 +446,20 @@ NARROW_CASES = [
     (1, 12, 40, 1, 7, 5, 5, (1, 1), "VALID", (1, 1), False, 0),
     (1, 46, 68, 3, 8, 7, 5, (1, 1), "VALID", (1, 1), False, 3),       # 40 rows: blocks of 36 and 4
 ]
+# a filter row reads one contiguous run of 12 to 64 values (no width dilation): im2col copies
+# each run as one void item (a 5x5 three-channel stem, 3x3 over 8-21 channels); with no
+# padding the runs are a view of the caller's own input
+RUN_CASES = [
+    (1, 20, 36, 3, 6, 5, 5, (2, 2), "SAME", (1, 1), False, 1),
+    (2, 9, 10, 16, 5, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1), True, 0),
+    (1, 8, 8, 8, 4, 3, 3, (1, 1), "VALID", (1, 1), False, 3),
+    (1, 12, 12, 8, 4, 3, 3, (1, 1), "SAME", (2, 1), False, 0),
+    (1, 7, 9, 21, 3, 3, 3, (2, 1), "SAME", (1, 1), False, 2),
+]
 # a few pixels through a 1x1 filter: one GEMM into a kept accumulator, NHWC and NCHW outputs
 CONV_CASES += [(2, 3, 2, 5, 7, 1, 1, (1, 1), "VALID", (1, 1), True, 0),
                (1, 1, 1, 64, 64, 1, 1, (1, 1), "VALID", (1, 1), False, 1)]
-CONV_CASES += NARROW_CASES
+CONV_CASES += NARROW_CASES + RUN_CASES
 
 
 def _implicit_pads(scheme, h, w, kh, kw, strides, dil):
@@ -495,7 +505,7 @@ def test_conv2d_float_against_reference(case):
 
 
 @pytest.mark.parametrize("kind", ["q8", "q8s", "pc", "pc_signed"])
-@pytest.mark.parametrize("case", CONV_CASES[:3] + CONV_CASES[4:6] + NARROW_CASES + CONV_CASES[-2:])
+@pytest.mark.parametrize("case", CONV_CASES[:3] + CONV_CASES[4:6] + NARROW_CASES + RUN_CASES)
 def test_conv2d_quant_bit_exact(kind, case):
     n, h, w, c, o, kh, kw, strides, pads, dil, nchw, fuse = case
     signed = kind in ("q8s", "pc_signed")

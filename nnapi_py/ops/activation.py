@@ -26,7 +26,7 @@ from .. import constants as C
 from .base import Op, register, value_error
 from . import quant as Q
 from .quant import quantize_value
-from .common import broadcast_shape, scalar_for, check_scalar, same_shape_signature, check_axis_input, check_same_shape, optional_axis, optional_axis_level, float_kernel, Scratch  # noqa: F401
+from .common import broadcast_shape, scalar_for, check_scalar, same_shape_signature, check_axis_input, check_same_shape, optional_axis, optional_axis_level, float_kernel, Scratch, row_repeats  # noqa: F401
 
 F16, F32 = C.TENSOR_FLOAT16, C.TENSOR_FLOAT32
 Q8, Q8S = C.TENSOR_QUANT8_ASYMM, C.TENSOR_QUANT8_ASYMM_SIGNED
@@ -277,25 +277,6 @@ class Prelu(Op):
         return k
 
 
-def _row_repeats(n, total, want=8192):
-    """Repeats of a row of n values along an array of total values (total % n == 0) so that
-    rows have at least `want` values: numpy multiplies by a shorter broadcast row at up to
-    twice the cost (96 rows of 1536: 33 -> 19 us; mediapipe face_landmark's 96x96x16
-    PRELU 75 -> 65 us).  The smallest such divisor of total // n, at most 4 * want / n;
-    else 1."""
-    if n >= want or total % n or total < 8 * want:     # small arrays: no measurable gain
-        return 1
-    m = total // n
-    need = -(-want // n)
-    for r in range(need, min(m, 4 * need) + 1):
-        if m % r == 0:
-            return r
-    return 1
-
-
-_ROW_REPEATS = _row_repeats
-
-
 def _prelu_rows(ins, outs):
     """float32 PRELU with a constant, finite alpha (the usual case).  With a non-zero alpha
     <= 1 everywhere (or >= 1 everywhere) x >= 0 ? x : x * alpha is max(x, x * alpha) (min for
@@ -343,7 +324,7 @@ def _prelu_rows(ins, outs):
     while k < r and int(np.prod(shape[r - k:])) < 1024:
         k += 1                              # longer rows: alpha broadcasts along them anyway
     row = np.ascontiguousarray(np.broadcast_to(ap[(0,) * (r - k)], shape[r - k:]).reshape(-1))
-    reps = _ROW_REPEATS(row.size, int(np.prod(shape)))
+    reps = row_repeats(row.size, int(np.prod(shape)))
     if reps > 1:
         row = np.tile(row, reps)
     n = row.size

@@ -157,7 +157,7 @@ def check_bias_quant(sig, bias_idx, inp, filt, what="filter"):
                  f"({inp.scale} × {filt.scale} = {want})")
 
 
-_PIXEL_BYTES = 256
+PIXEL_BYTES = _PIXEL_BYTES = 256     # longest run copied as one void item
 
 
 def _pixel_items(a, ok):
@@ -189,6 +189,22 @@ def fill_pixels(dst, value):
         v[...] = np.full(dst.shape[-1], value, dst.dtype).view(v.dtype)[0]
     else:
         dst[...] = value
+
+
+def row_repeats(n, total, want=8192):
+    """Repeats of a row of n values along an array of total values (total % n == 0) so that
+    rows have at least `want` values: numpy adds or multiplies a shorter broadcast row at up
+    to twice the cost (96 rows of 1536: 33 -> 19 us; mediapipe face_landmark's 96x96x16
+    PRELU 75 -> 65 us).  The smallest such divisor of total // n, at most 4 * want / n;
+    else 1."""
+    if n >= want or total % n or total < 8 * want:     # small arrays: no measurable gain
+        return 1
+    m = total // n
+    need = -(-want // n)
+    for r in range(need, min(m, 4 * need) + 1):
+        if m % r == 0:
+            return r
+    return 1
 
 
 class Derived:
