@@ -365,12 +365,13 @@ class _Epilogue:
 class _Packed:
     """A filter prepared for one op: matrix (or taps) in the compute dtype, and for quantized
     filters the bound of |partial sums| (to choose float32/float64 and check int64 headroom)."""
-    __slots__ = ("mat", "dtype", "bound")
+    __slots__ = ("mat", "dtype", "bound", "phases")
 
     def __init__(self, mat, dtype, bound):
         self.mat = mat
         self.dtype = dtype
         self.bound = bound
+        self.phases = {}        # depthwise: (stride, phase) -> that phase's taps, contiguous
 
 
 def _center_filter(w, info):
@@ -905,7 +906,7 @@ class DepthwiseConv2D(ConvBase):
             direct = (not quant) and on.dtype == pk.dtype and on.flags.c_contiguous
             taps = pk.mat
             if sw == 1 or dw == 1:
-                _dw_rows_einsum(planes, taps.reshape(kh, kw, row), geom, on, direct, epi, bufs)
+                _dw_rows_einsum(planes, taps.reshape(kh, kw, row), geom, on, direct, epi, bufs, pk.phases)
                 return
             rows = min(oh, max(1, (1 << 20) // (row * pk.dtype().itemsize)))
             tmp = bufs.array("tmp", (rows, row), pk.dtype)
@@ -935,7 +936,7 @@ class DepthwiseConv2D(ConvBase):
         return kernel
 
 
-def _dw_rows_einsum(planes, taps, geom, on, direct, epi, bufs):
+def _dw_rows_einsum(planes, taps, geom, on, direct, epi, bufs, pk_phases):
     """Depthwise sum over the taps as one einsum per width phase, over whole output rows.
 
     With the input channels last, the KW taps of one filter row read the same padded input
@@ -964,7 +965,11 @@ def _dw_rows_einsum(planes, taps, geom, on, direct, epi, bufs):
                              (st[0], st[1] * sh, st[1] * dh, st[2] * step, st[3]))
             if plane.flags.owndata:                        # ours (kept), never a caller's array
                 bufs[("view", q)] = (plane, x)
-        w = taps if sw == 1 else taps[:, q::sw]
+        w = taps
+        if sw > 1:              # a phase's taps, made contiguous once (einsum: 98 -> 84 us)
+            w = pk_phases.get((sw, q))
+            if w is None:
+                w = pk_phases[(sw, q)] = np.ascontiguousarray(taps[:, q::sw])
         if first:
             _einsum("nrijp,ijp->nrp", x, w, out=acc)
             first = False
