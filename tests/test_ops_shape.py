@@ -490,23 +490,27 @@ class TestPad:
         out = ok(run_op("PAD", [T.f16([1, 2, 2, 4], x), pads_t(p, const=False)], [T.f16([0, 0, 0, 0])]))
         np.testing.assert_array_equal(out[0], np.pad(x, p))
 
+    @pytest.mark.parametrize("hw", [(5, 6), (48, 50)])
     @pytest.mark.parametrize("c,cpad", [(8, 8), (16, 16), (3, 5), (64, 1), (70, 2)])
-    def test_channel_pads_copy_whole_pixels(self, c, cpad):
+    def test_channel_pads_copy_whole_pixels(self, c, cpad, hw):
         """Channel pads (copied as one void item per pixel where a pixel is a short run, see
-        common.copy_pixels / fill_pixels) for float32, float16, quant8 and PAD_V2 values."""
+        common.copy_pixels / fill_pixels; the fill only from 2048 pixels) for float32,
+        float16, quant8 and PAD_V2 values (two values: the void item is made per value)."""
         rng = np.random.default_rng(c)
         p = [[0, 0], [1, 0], [0, 2], [0, cpad]]
-        x = rng.standard_normal((1, 5, 6, c)).astype(np.float32)
-        out = ok(run_op("PAD", [T.f32(list(x.shape), x), pads_t(p)], [T.f32([0, 0, 0, 0])]))
+        x = rng.standard_normal((1,) + hw + (c,)).astype(np.float32)
+        od = list(np.pad(x, p).shape)            # (large outputs: declared, not dynamic)
+        out = ok(run_op("PAD", [T.f32(list(x.shape), x), pads_t(p)], [T.f32(od)]))
         np.testing.assert_array_equal(out[0], np.pad(x, p))
         h = x.astype(np.float16)
-        out = ok(run_op("PAD", [T.f16(list(x.shape), h), pads_t(p)], [T.f16([0, 0, 0, 0])]))
+        out = ok(run_op("PAD", [T.f16(list(x.shape), h), pads_t(p)], [T.f16(od)]))
         np.testing.assert_array_equal(out[0], np.pad(h, p))
         q = rng.integers(0, 256, x.shape).astype(np.uint8)
-        out = ok(run_op("PAD", [T.q8(list(x.shape), q, 0.5, 77), pads_t(p)], [T.q8([0, 0, 0, 0], None, 0.5, 77)]))
+        out = ok(run_op("PAD", [T.q8(list(x.shape), q, 0.5, 77), pads_t(p)], [T.q8(od, None, 0.5, 77)]))
         np.testing.assert_array_equal(out[0], np.pad(q, p, constant_values=77))
-        out = ok(run_op("PAD_V2", [T.f32(list(x.shape), x), pads_t(p), T.f32s(-2.5)], [T.f32([0, 0, 0, 0])]))
-        np.testing.assert_array_equal(out[0], np.pad(x, p, constant_values=-2.5))
+        for v in (-2.5, 7.25):
+            out = ok(run_op("PAD_V2", [T.f32(list(x.shape), x), pads_t(p), T.f32s(v)], [T.f32(od)]))
+            np.testing.assert_array_equal(out[0], np.pad(x, p, constant_values=v))
 
     def test_negative_padding(self):
         fails(run_op("PAD", [T.f32([2], [1, 2]), pads_t([[0, -1]])], [T.f32([1])]), BAD_DATA, "negative")

@@ -32,7 +32,7 @@ from .base import Op, register, tname, value_error
 from . import quant as Q
 from .padding import implicit_padding, out_size, window_view, strided_view
 from .quant import OutputStage, centered_max, exact_dtype, scale_product
-from .common import F16, F32, I32, Q8, Q8S, QPC, FLOATS, Derived, Scratch, check_bias_quant, copy_pixels, row_repeats, PIXEL_BYTES as _PIXEL_BYTES
+from .common import F16, F32, I32, Q8, Q8S, QPC, FLOATS, Derived, Scratch, check_bias_quant, copy_pixels, row_repeats
 
 BOOL, INT32 = C.BOOL, C.INT32
 # numpy's C einsum without the Python wrapper's argument handling (about 0.8 us a call)
@@ -40,6 +40,7 @@ _einsum = getattr(getattr(getattr(np, "_core", None), "multiarray", None), "c_ei
 _BLOCK_BYTES = 1 << 20          # working-set target of one block of output rows
 _NARROW_RUN = 16                # KW*C below this (and no run view): patches gathered transposed
 _RUN_BYTES = 48                 # filter-row runs of 48..256 bytes: im2col copies them as items
+_RUN_MAX = 256
 _SMALL_PREP = 4096              # 1x1 outputs of at most this many values: one GEMM, no row blocks
 
 
@@ -596,7 +597,7 @@ def _conv_blocks(xp, pk, geom, on, epi, groups, bufs, aug):
 def _run_view(xp, win, bufs):
     """The window view [N, OH, OW, KH, KW, C] as [N, OH, OW, KH] void items of KW*C values,
     when a filter row reads one contiguous run of the input (no width dilation) of at most
-    _RUN_BYTES .. _PIXEL_BYTES (a 3-channel stem's 5x5 rows, 3x3 rows of 4 to 21 float
+    _RUN_BYTES .. _RUN_MAX (a 3-channel stem's 5x5 rows, 3x3 rows of 4 to 21 float
     channels): numpy's copy then steps once per run instead of once per value.  Measured
     (float32 layer, side by side): 128x128x3 5x5 stride 2 -> 24 channels 373 -> 322 us,
     96x96x8 3x3 -> 16 530 -> 470 us, 96x96x16 3x3 -> 16 886 -> 827 us; shorter runs (a 3x3
@@ -604,7 +605,7 @@ def _run_view(xp, win, bufs):
     n, oh, ow, kh, kw, c = win.shape
     s = win.strides
     isz = xp.itemsize
-    if s[5] != isz or s[4] != c * isz or not _RUN_BYTES <= kw * c * isz <= _PIXEL_BYTES \
+    if s[5] != isz or s[4] != c * isz or not _RUN_BYTES <= kw * c * isz <= _RUN_MAX \
             or not xp.flags.c_contiguous:
         return None
     seen = bufs.get("runs")
