@@ -5,7 +5,10 @@ API overhead (bench_api.c, median of repeated batches; the median of 5 runs), co
 and quant8, single-threaded BLAS) compared with PyTorch eager when PyTorch is installed, and
 the same network converted by PyTorch's NNAPI backend and run through the library inside one
 Python process beside torch eager (mobilenet_torch_nnapi.py), and a 2-layer projected LSTM
-through the C API beside torch.nn.LSTM (lstm.py).
+through the C API beside torch.nn.LSTM (lstm.py).  Thread scaling (bench_threads.c): runs
+with 1 and 4 threads alternate, and the 4-vs-1 ratio is the median of each adjacent pair's
+ratio (5 pairs for the small execution, 3 for the convolution), so a drift of the machine's
+speed between runs does not enter it.
 """
 import os
 import re
@@ -115,17 +118,23 @@ def main():
     if "--quick" not in sys.argv:
         # executions from 4 C threads sharing one compilation, against 1 thread, same run
         exe = build_threads()
-        for model, seconds, floor in (("small", 2, 0.9), ("conv", 4, 1.6)):
+        for model, seconds, floor, pairs in (("small", 2, 0.9, 5), ("conv", 4, 1.6, 3)):
             runs = {1: [], 4: []}
-            for _ in range(3):                  # 1 and 4 threads alternately: drift hits both
+            ratios_4_1 = []
+            for _ in range(pairs):              # 1 and 4 threads alternately: drift hits both
+                got = {}
                 for n in (1, 4):
                     out = subprocess.run([exe, model, str(n), str(seconds)], env=ENV, capture_output=True, text=True)
                     if out.returncode == 0:
-                        runs[n].append(float(out.stdout.split()[2]))
+                        got[n] = float(out.stdout.split()[2])
+                        runs[n].append(got[n])
+                if len(got) == 2:               # the ratio of each adjacent pair of runs
+                    ratios_4_1.append(got[4] / got[1])
             rate = {n: statistics.median(r) if r else float("nan") for n, r in runs.items()}
             rows.append((f"threads_{model}_1", rate[1], "/s", None))
             rows.append((f"threads_{model}_4", rate[4], "/s", None))
-            rows.append((f"threads_{model}_4_vs_1", rate[4] / rate[1], "x", floor))
+            rows.append((f"threads_{model}_4_vs_1", statistics.median(ratios_4_1) if ratios_4_1 else float("nan"),
+                         "x", floor))
             AT_LEAST.add(f"threads_{model}_4_vs_1")
     if "--quick" not in sys.argv:
         # real .tflite models: ours vs LiteRT (XNNPACK / builtin kernels / reference), one thread
