@@ -10,6 +10,7 @@ from . import constants as C
 from .errors import NNError, op_failed, strict
 from .model import TEMP, INPUT, OUTPUT, CONST, CONST_REF, NO_VALUE, SUBGRAPH, Model
 from .ops.base import Info, Runtime
+from .ops.common import PoolBuffer
 from .event import halted, park, enter_run, leave_run
 from .operand import dims_text
 from . import profile
@@ -23,6 +24,12 @@ def _compatible(declared, got):
     if len(declared) != len(got):
         return len(declared) == 0
     return all(a == 0 or a == b for a, b in zip(declared, got))
+
+
+def _new_pool(nbytes):
+    """The memory of one group of shared temporaries, uninitialised (like np.empty): a
+    PoolBuffer, so kernels know arrays made over it may be kept in their views."""
+    return PoolBuffer((nbytes,), np.uint8)
 
 
 class Node:
@@ -240,7 +247,7 @@ class Plan:
             return self._arenas.pop()
         except IndexError:
             slots = list(self.template)
-            pools = [np.empty(b, np.uint8) for b in self.pool_sizes]
+            pools = [_new_pool(b) for b in self.pool_sizes]
             pool_of = self.pool_of
             for i, shape, dt in self.temps:
                 k = pool_of.get(i)

@@ -160,21 +160,22 @@ def test_kernels_write_every_element_of_a_reused_buffer(monkeypatch):
     orig = P.Plan.take_arena
 
     filled = []
+    saved = P._new_pool
 
     def dirty(self):
         sizes = self.pool_sizes
-        saved = np.empty
 
-        def empty(shape, dtype=float, *a, **k):
-            if dtype is np.uint8 and shape in sizes:
-                filled.append(shape)
-                return np.full(shape, 0xFF, np.uint8)
-            return saved(shape, dtype, *a, **k)
-        monkeypatch.setattr(np, "empty", empty)
+        def new_pool(nbytes):
+            pool = saved(nbytes)
+            if nbytes in sizes:
+                filled.append(nbytes)
+                pool.fill(0xFF)             # every byte NaN-like garbage before the run
+            return pool
+        monkeypatch.setattr(P, "_new_pool", new_pool)
         try:
             return orig(self)
         finally:
-            monkeypatch.setattr(np, "empty", saved)
+            monkeypatch.setattr(P, "_new_pool", saved)
     monkeypatch.setattr(P.Plan, "take_arena", dirty)
     got = model().compile().run({"x": xv})["y"]
     assert len(filled) >= 2                 # the shared buffers were made dirty
@@ -221,3 +222,35 @@ def test_arena_argument_lists_take_each_runs_arrays_and_keep_none(monkeypatch):
     assert "MUL" in str(e.value) and "internal error" in str(e.value)
     assert P.INTERNAL_ERRORS and P.INTERNAL_ERRORS[-1][0] == "MUL"
     P.INTERNAL_ERRORS.pop()                      # caused on purpose (tests/conftest.py)
+
+
+def test_views_kept_only_of_own_arrays_and_plan_temporaries():
+    """Kernels keep views (im2col windows, depthwise rows) of their input from run to run
+    when it is their own padded copy or a plan temporary (ops.common.kept_array: its memory
+    is a PoolBuffer of the arena), never of a caller's array.  A VALID convolution reads a
+    temporary and the caller's input directly; the results stay right across runs with new
+    values, and the caller's array is not kept alive."""
+    import gc
+    import weakref
+    from nnapi_py.ops.common import PoolBuffer, kept_array
+    assert kept_array(np.ndarray((2, 3), np.float32, buffer=PoolBuffer((64,), np.uint8)))
+    assert kept_array(np.empty((2, 3), np.float32))
+    assert not kept_array(np.frombuffer(bytearray(24), np.float32).reshape(2, 3))
+    m = nn.Model()
+    x = m.input("x", nn.float32, (1, 6, 6, 8))
+    w = RNG.standard_normal((4, 2, 2, 8)).astype(np.float32)
+    dw = RNG.standard_normal((1, 1, 1, 8)).astype(np.float32)
+    t = m.op("ADD", x, x, 0)
+    m.output(m.op("CONV_2D", t, w, np.zeros(4, np.float32), 2, 1, 1, 0), "a")    # VALID, temporary
+    m.output(m.op("CONV_2D", x, w, np.zeros(4, np.float32), 2, 1, 1, 0), "b")    # VALID, caller's
+    m.output(m.op("DEPTHWISE_CONV_2D", t, dw, np.zeros(8, np.float32), 2, 1, 1, 1, 0), "c")
+    comp = m.compile()
+    for k in range(3):
+        xv = RNG.standard_normal((1, 6, 6, 8)).astype(np.float32)
+        got = comp.run({"x": xv})
+        np.testing.assert_array_equal(got["a"], 2 * got["b"])        # conv(2x) = 2 conv(x), exactly
+        np.testing.assert_array_equal(got["c"], (2 * xv) * dw[0, 0, 0])
+        ref = weakref.ref(xv)
+        del xv, got
+        gc.collect()
+        assert ref() is None

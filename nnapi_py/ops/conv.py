@@ -32,7 +32,7 @@ from .base import Op, register, tname, value_error
 from . import quant as Q
 from .padding import implicit_padding, out_size, window_view, strided_view
 from .quant import OutputStage, centered_max, exact_dtype, scale_product
-from .common import F16, F32, I32, Q8, Q8S, QPC, FLOATS, Derived, Scratch, check_bias_quant, copy_pixels, row_repeats
+from .common import F16, F32, I32, Q8, Q8S, QPC, FLOATS, Derived, Scratch, check_bias_quant, copy_pixels, row_repeats, kept_array
 
 BOOL, INT32 = C.BOOL, C.INT32
 # numpy's C einsum without the Python wrapper's argument handling (about 0.8 us a call)
@@ -555,7 +555,7 @@ def _conv_blocks(xp, pk, geom, on, epi, groups, bufs, aug):
         win = seen[1]
     else:
         win = window_view(xp, kh, kw, sh, sw, dh, dw, oh, ow)      # [N, OH, OW, KH, KW, C]
-        if xp.flags.owndata:                                       # ours (kept), never a caller's array
+        if kept_array(xp):                                         # ours or a plan temporary, never a caller's
             bufs["win"] = (xp, win)
     kdim = kh * kw * c
     rows = min(oh, _rows_per_block(ow * (kdim + o) * pk.dtype().itemsize))
@@ -614,7 +614,7 @@ def _run_view(xp, win, bufs):
     v = np.ndarray((n, oh, ow, kh), np.dtype((np.void, kw * c * isz)), buffer=xp,
                    offset=0, strides=s[:4])
     v.flags.writeable = False
-    if xp.flags.owndata:                                       # ours (kept), never a caller's array
+    if kept_array(xp):                                         # ours or a plan temporary, never a caller's
         bufs["runs"] = (xp, v)
     return v
 
@@ -964,7 +964,7 @@ def _dw_rows_einsum(planes, taps, geom, on, direct, epi, bufs, pk_phases):
             step = dw if sw == 1 else 1                   # plane columns between the phase's taps
             x = strided_view(plane, (n, oh, kh, len(kxs), row),
                              (st[0], st[1] * sh, st[1] * dh, st[2] * step, st[3]))
-            if plane.flags.owndata:                        # ours (kept), never a caller's array
+            if kept_array(plane):                          # ours or a plan temporary, never a caller's
                 bufs[("view", q)] = (plane, x)
         w = taps
         if sw > 1:              # a phase's taps, made contiguous once (einsum: 98 -> 84 us)
