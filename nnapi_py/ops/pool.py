@@ -14,8 +14,9 @@ Reductions are separable: a window reduction is a reduction along W followed by 
 H.  Each pass is a short loop over the filter taps (never over pixels) applying one
 vectorised ufunc to a strided slice of the whole tensor; a tap's slice is clipped to the
 output positions whose input cell is inside the image, which implements padding without
-materialising a padded copy.  A pool with a single output position (global pooling, e.g.
-MobileNet's 7x7 average pool) is one reduction of the valid window.
+materialising a padded copy; the slices of both passes are worked out once per layer
+(_Geometry._program: a 4x4x32 max pool 7 -> 4 us).  A pool with a single output position
+(global pooling, e.g. MobileNet's 7x7 average pool) is one reduction of the valid window.
 """
 import numpy as np
 
@@ -185,6 +186,7 @@ class _Geometry:
         for o0, o1, _ in self.cols:
             cw[o0:o1] += 1
         self.count = (ch[:, None] * cw[None, :])[:, :, None]
+        self._progs = {}            # (exact, same dtype) -> the two passes' steps (_program)
 
     @staticmethod
     def _taps(size, out, k, s, pad):
@@ -197,32 +199,47 @@ class _Geometry:
         return taps
 
     @staticmethod
-    def _apply(dst, src, taps, axis, stride, ufunc, init, exact=False):
-        """dst[o] = ufunc-reduce over taps of src[o * stride + tap - pad] along axis (1 or 2).
-        A tap covering every output position initialises dst by a copy (exact, same dtypes:
-        two such taps by one ufunc pass); else dst is filled."""
-        out = dst.shape[axis]
-
-        def sl(a, lo, hi, step=1):
-            return a[:, lo:hi:step] if axis == 1 else a[:, :, lo:hi:step]
+    def _program(taps, axis, stride, out, pair):
+        """The passes of one reduction along axis (1 or 2), made once per geometry: dst[o] =
+        ufunc-reduce over taps of src[o * stride + tap - pad].  A tap covering every output
+        position initialises dst by a copy (pair: same dtypes and an order-free ufunc, two
+        such taps by one ufunc pass); else dst is filled.  Steps (kind, dst index, src index,
+        second src index): 0 fill, 1 copy, 2 ufunc of two src slices, 3 ufunc into a dst
+        segment."""
+        def sl(lo, hi, step=1):
+            s = slice(lo, hi, step)
+            return (slice(None), s) if axis == 1 else (slice(None), slice(None), s)
         full = [k for k, (o0, o1, _) in enumerate(taps) if o0 == 0 and o1 == out]
+        prog = []
         if not full:
             done = ()
-            dst.fill(init)
-        elif len(full) == 1 or src.dtype != dst.dtype or not exact:
+            prog.append((0, None, None, None))
+        elif len(full) == 1 or not pair:
             done = (full[0],)
             i0 = taps[full[0]][2]
-            np.copyto(dst, sl(src, i0, i0 + (out - 1) * stride + 1, stride), casting="unsafe")
+            prog.append((1, None, sl(i0, i0 + (out - 1) * stride + 1, stride), None))
         else:                       # two taps covering every output: one pass, no copy first
             done = full[:2]
             i0, i1 = taps[full[0]][2], taps[full[1]][2]
-            ufunc(sl(src, i0, i0 + (out - 1) * stride + 1, stride),
-                  sl(src, i1, i1 + (out - 1) * stride + 1, stride), out=dst)
+            prog.append((2, None, sl(i0, i0 + (out - 1) * stride + 1, stride),
+                         sl(i1, i1 + (out - 1) * stride + 1, stride)))
         for k, (o0, o1, i0) in enumerate(taps):
-            if k in done:
-                continue
-            seg = sl(dst, o0, o1)
-            ufunc(seg, sl(src, i0, i0 + (o1 - o0 - 1) * stride + 1, stride), out=seg)
+            if k not in done:
+                prog.append((3, sl(o0, o1), sl(i0, i0 + (o1 - o0 - 1) * stride + 1, stride), None))
+        return tuple(prog)
+
+    @staticmethod
+    def _run(prog, dst, src, ufunc, init):
+        for kind, d, s, s2 in prog:
+            if kind == 3:
+                seg = dst[d]
+                ufunc(seg, src[s], out=seg)
+            elif kind == 2:
+                ufunc(src[s], src[s2], out=dst)
+            elif kind == 1:
+                np.copyto(dst, src[s], casting="unsafe")
+            else:
+                dst.fill(init)
 
     def reduce(self, x, ufunc, init, acc_dtype, out=None, exact=False):
         """ufunc-reduce every window of the NHWC array x; returns (N, OH, OW, C) (in out when
@@ -236,16 +253,20 @@ class _Geometry:
                 return out
             return r
         b = out if out is not None and out.dtype == acc_dtype else np.empty((n, self.oh, self.ow, c), acc_dtype)
-        if exact:
-            # max / min: any order gives the same values; along H first reads whole
-            # contiguous rows, and the second pass runs over half as much
-            a = np.empty((n, self.oh, self.w, c), acc_dtype)
-            self._apply(a, x, self.rows, 1, self.sh, ufunc, init, True)
-            self._apply(b, a, self.cols, 2, self.sw, ufunc, init, True)
-        else:
-            a = np.empty((n, self.h, self.ow, c), acc_dtype)          # pass 1: along W
-            self._apply(a, x, self.cols, 2, self.sw, ufunc, init)
-            self._apply(b, a, self.rows, 1, self.sh, ufunc, init)    # pass 2: along H
+        key = (exact, x.dtype == acc_dtype)
+        progs = self._progs.get(key)
+        if progs is None:
+            if exact:       # max / min: along H first reads whole contiguous rows, and the
+                            # second pass runs over half as much
+                progs = (self._program(self.rows, 1, self.sh, self.oh, key[1]),
+                         self._program(self.cols, 2, self.sw, self.ow, True))
+            else:
+                progs = (self._program(self.cols, 2, self.sw, self.ow, False),
+                         self._program(self.rows, 1, self.sh, self.oh, False))
+            self._progs[key] = progs
+        a = np.empty((n, self.oh, self.w, c) if exact else (n, self.h, self.ow, c), acc_dtype)
+        self._run(progs[0], a, x, ufunc, init)
+        self._run(progs[1], b, a, ufunc, init)
         if out is not None and b is not out:
             out[...] = b
             return out
