@@ -67,6 +67,7 @@ class Plan:
                 if i in pos and not node.op.may_omit(k, len(node.ins), infos[i].type):
                     self.required_inputs.setdefault(pos[i], f"{node.name} input {k}")
         self.folded = self._fold_activations(model, infos, tmpl)
+        self.biases_passed_on = self._fold_biases(model, infos, tmpl)
         for node in self.nodes:
             node.value_ins = tuple(k for k, i in enumerate(node.ins)
                                    if infos[i].type in C.SCALAR_TYPES or k in node.op.value_inputs)
@@ -194,6 +195,49 @@ class Plan:
             drop = {id(nd) for nd in folded}
             self.nodes = [nd for nd in self.nodes if id(nd) not in drop]
         return len(folded)
+
+    def _fold_biases(self, model, infos, tmpl):
+        """A float32 operation that only adds a constant bias to its per-channel sums
+        (DEPTHWISE_CONV_2D without activation, Op.bias_to_pass_on) whose output is a temporary
+        read only by an operation linear in it without padding (a 1x1 CONV_2D,
+        Op.absorb_bias) passes its bias on: it gets a zero bias (its kernel then skips the
+        add, one pass over memory fewer) and the reader the bias W b + c (new constant
+        operands; the model's own are untouched).  The converted TFLite face and hand models
+        have one per block.  Rounding may differ from adding b first (within float32
+        tolerance); NNAPI_PY_STRICT=1 folds nothing.  Returns how many folded."""
+        if strict():
+            return 0
+        readers = {}
+        for node in self.nodes:
+            for i in node.ins:
+                readers.setdefault(i, []).append(node)
+        outs = set(model.outputs)
+        folded = 0
+        for p in self.nodes:
+            got = p.op.bias_to_pass_on([infos[i] for i in p.ins])
+            if got is None or len(p.outs) != 1:
+                continue
+            k, nchw = got
+            x = p.outs[0]
+            rd = readers.get(x, [])
+            if len(rd) != 1 or x in outs or model.life[x] != TEMP:
+                continue
+            c = rd[0]
+            if c.op.control or not c.ins or c.ins[0] != x or list(c.ins).count(x) != 1 or len(c.ins) < 3:
+                continue
+            bias = infos[p.ins[k]].value
+            nb = c.op.absorb_bias([infos[i] for i in c.ins], bias, nchw)
+            if nb is None:
+                continue
+            zero = np.zeros_like(np.asarray(bias, np.float32))
+            for node, pos, val in ((p, k, zero), (c, 2, nb)):
+                idx = len(infos)
+                old = infos[node.ins[pos]]
+                infos.append(Info(old.type, tuple(val.shape), 0.0, 0, None, val, False, idx))
+                tmpl.append(val)
+                node.ins = tuple(idx if j == pos else i for j, i in enumerate(node.ins))
+            folded += 1
+        return folded
 
     def _share_temps(self):
         """Temporaries whose lifetimes do not overlap share memory: a temporary lives from

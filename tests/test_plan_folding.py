@@ -1,6 +1,7 @@
 """Compile-time folding of a standalone RELU / RELU1 / RELU6 into the operation producing its
-input (nnapi_py/plan.py, Plan._fold_activations): the same numbers as running both, and no
-folding where it would change what a client sees."""
+input (nnapi_py/plan.py, Plan._fold_activations), and of a depthwise bias into the 1x1
+convolution reading it (Plan._fold_biases): the same numbers as running both (within float32
+rounding for the bias), and no folding where it would change what a client sees."""
 import numpy as np
 import pytest
 
@@ -12,18 +13,23 @@ ACT = {"RELU": lambda v: np.maximum(v, 0), "RELU1": lambda v: np.clip(v, -1, 1),
        "RELU6": lambda v: np.clip(v, 0, 6)}
 
 
-@pytest.fixture
-def folds(monkeypatch):
-    """The number of activations each compiled plan folded, in compilation order."""
+def _counts(monkeypatch, method):
+    """What Plan.<method> returned for each compiled plan, in compilation order."""
     seen = []
-    orig = P.Plan._fold_activations
+    orig = getattr(P.Plan, method)
 
     def spy(self, *args):
         n = orig(self, *args)
         seen.append(n)
         return n
-    monkeypatch.setattr(P.Plan, "_fold_activations", spy)
+    monkeypatch.setattr(P.Plan, method, spy)
     return seen
+
+
+@pytest.fixture
+def folds(monkeypatch):
+    """The number of activations each compiled plan folded, in compilation order."""
+    return _counts(monkeypatch, "_fold_activations")
 
 
 def _special(x):
@@ -134,3 +140,96 @@ def test_strict_mode_folds_nothing_and_nan_becomes_the_bound(folds, monkeypatch)
                              "b": np.zeros(4, np.float32)})["y"]
         np.testing.assert_array_equal(y, ACT[act](np.array([lo, -5, 0.5, 9], np.float32)))
     assert folds == [0, 0, 0]
+
+
+# ---- a depthwise bias passed on to the following 1x1 convolution (Plan._fold_biases) -------------
+@pytest.fixture
+def passed(monkeypatch):
+    """The number of biases each compiled plan passed on, in compilation order."""
+    return _counts(monkeypatch, "_fold_biases")
+
+
+def _dw_then_conv(x_shape, k=3, stride=1, conv_args=(2, 1, 1, 0), fw=None, nchw=False, dw_fuse=0,
+                  extra_reader=False, conv_bias=True):
+    """x -> DEPTHWISE_CONV_2D (bias b, activation dw_fuse) -> CONV_2D (filter fw) -> y; the
+    float64 reference of both; the model's constant biases (to check they are untouched)."""
+    c = x_shape[1] if nchw else x_shape[3]
+    dw = RNG.standard_normal((1, k, k, c)).astype(np.float32)
+    b = (RNG.standard_normal(c) * 3).astype(np.float32)
+    fw = RNG.standard_normal((5, 1, 1, c)).astype(np.float32) if fw is None else fw
+    cb = RNG.standard_normal(fw.shape[0]).astype(np.float32) if conv_bias else np.zeros(fw.shape[0], np.float32)
+    keep = (b.copy(), cb.copy())
+    m = nn.Model()
+    x = m.input("x", nn.float32, x_shape)
+    tail = [True] if nchw else []
+    d = m.op("DEPTHWISE_CONV_2D", x, dw, b, 1, stride, stride, 1, dw_fuse, *tail)
+    m.output(m.op("CONV_2D", d, fw, cb, *conv_args, *tail), "y")
+    if extra_reader:
+        m.output(m.op("ADD", d, d, 0), "z")
+    return m, (dw, b, fw, cb), keep
+
+
+def _ref(xv, dw, b, fw, cb, stride, pads=(1, 1, 1, 1), nchw=False, dw_fuse=0, conv_stride=1):
+    x = xv.transpose(0, 2, 3, 1) if nchw else xv
+    x = x.astype(np.float64)
+    n, h, w, c = x.shape
+    k = dw.shape[1]
+    xp = np.pad(x, [(0, 0), pads[:2], pads[2:], (0, 0)])
+    oh, ow = (h + pads[0] + pads[1] - k) // stride + 1, (w + pads[2] + pads[3] - k) // stride + 1
+    d = np.zeros((n, oh, ow, c))
+    for i in range(k):
+        for j in range(k):
+            d += xp[:, i:i + stride * (oh - 1) + 1:stride, j:j + stride * (ow - 1) + 1:stride] * dw[0, i, j]
+    d += b
+    if dw_fuse == 1:
+        d = np.maximum(d, 0)
+    d = d[:, ::conv_stride, ::conv_stride]
+    y = d @ fw.reshape(fw.shape[0], -1).T.astype(np.float64) + cb
+    return y.transpose(0, 3, 1, 2) if nchw else y
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_depthwise_bias_passed_to_a_1x1_convolution(passed, stride):
+    """The BlazeFace block (DEPTHWISE_CONV_2D without activation -> 1x1 CONV_2D): the
+    depthwise bias moves into the convolution's (W b + c); the numbers stay within float32
+    rounding of the reference, for new inputs on every run, and the model's constants are
+    untouched."""
+    m, (dw, b, fw, cb), keep = _dw_then_conv((1, 9, 9, 6), stride=stride)
+    comp = m.compile()
+    assert passed == [1]
+    for _ in range(3):
+        xv = RNG.standard_normal((1, 9, 9, 6)).astype(np.float32)
+        y = comp.run({"x": xv})["y"]
+        np.testing.assert_allclose(y, _ref(xv, dw, b, fw, cb, stride), rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(b, keep[0])
+    np.testing.assert_array_equal(cb, keep[1])
+
+
+def test_depthwise_bias_passed_on_in_nchw_and_through_a_strided_explicit_1x1(passed):
+    m, (dw, b, fw, cb), _ = _dw_then_conv((1, 6, 8, 8), conv_args=(0, 0, 0, 0, 2, 2, 0), nchw=True)
+    xv = RNG.standard_normal((1, 6, 8, 8)).astype(np.float32)
+    y = m.compile().run({"x": xv})["y"]
+    assert passed == [1]
+    np.testing.assert_allclose(y, _ref(xv, dw, b, fw, cb, 1, nchw=True, conv_stride=2), rtol=1e-5, atol=1e-5)
+
+
+def test_depthwise_bias_kept_where_it_cannot_move(passed, monkeypatch):
+    """Not passed on: an activation after the depthwise sum, a second reader of its output,
+    a 3x3 (padded) convolution after it, explicit padding on the 1x1, or NNAPI_PY_STRICT=1;
+    the results are the reference's in every case."""
+    xv = RNG.standard_normal((1, 7, 7, 4)).astype(np.float32)
+    m, (dw, b, fw, cb), _ = _dw_then_conv((1, 7, 7, 4), dw_fuse=1)
+    np.testing.assert_allclose(m.compile().run({"x": xv})["y"], _ref(xv, dw, b, fw, cb, 1, dw_fuse=1),
+                               rtol=1e-5, atol=1e-5)
+    m, (dw, b, fw, cb), _ = _dw_then_conv((1, 7, 7, 4), extra_reader=True)
+    np.testing.assert_allclose(m.compile().run({"x": xv})["y"], _ref(xv, dw, b, fw, cb, 1), rtol=1e-5, atol=1e-5)
+    m, _, _ = _dw_then_conv((1, 7, 7, 4), fw=RNG.standard_normal((5, 3, 3, 4)).astype(np.float32),
+                            conv_args=(1, 1, 1, 0))
+    m.compile()
+    m, _, _ = _dw_then_conv((1, 7, 7, 4), conv_args=(1, 0, 0, 0, 1, 1, 0))
+    m.compile()
+    monkeypatch.setenv("NNAPI_PY_STRICT", "1")
+    m, (dw, b, fw, cb), _ = _dw_then_conv((1, 7, 7, 4))
+    np.testing.assert_allclose(m.compile().run({"x": xv})["y"], _ref(xv, dw, b, fw, cb, 1), rtol=1e-5, atol=1e-5)
+    assert passed == [0, 0, 0, 0, 0]
+

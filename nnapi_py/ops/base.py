@@ -216,6 +216,18 @@ class Op:
         has none.  The plan folds a following RELU / RELU1 / RELU6 into it at compilation."""
         return None
 
+    def bias_to_pass_on(self, ins):
+        """(position of a constant float32 per-channel bias input, NCHW?) when this operation
+        only adds that bias to its per-channel sums (no activation after it), so a following
+        operation may absorb it (the plan's bias folding); None otherwise."""
+        return None
+
+    def absorb_bias(self, ins, bias, nchw):
+        """This operation's own bias with `bias` (per channel of its input 0, in the layout
+        nchw) added to that input folded in, as a new float32 array, when it is linear in
+        input 0 with no padding; None when it cannot."""
+        return None
+
     def validate(self, sig):
         raise NotImplementedError
 

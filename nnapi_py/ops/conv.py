@@ -28,6 +28,7 @@ quant.OutputStage (the reference rounding, per-channel multipliers vectorised).
 import numpy as np
 
 from .. import constants as C
+from ..errors import strict
 from .base import Op, register, tname, value_error
 from . import quant as Q
 from .padding import implicit_padding, out_size, window_view, strided_view
@@ -458,6 +459,11 @@ class _Output:
         else:
             self.fbias = Derived(ins[2].value, lambda bv: bv.astype(np.float32))
             self.zp = 0
+        # a constant zero bias (the plan's bias folding leaves one) is not added: one pass over
+        # the output fewer.  The same numbers (the sums start from +0.0), except that a rare
+        # -0.0 sum would stay -0.0 where adding 0.0 gives +0.0: not under NNAPI_PY_STRICT=1
+        self._zero_bias = (not self.quant and self._bias_const is not None
+                           and not np.any(self._bias_const) and not strict())
 
     def epilogue(self, pk, bias):
         e = self._epi                           # kept for a constant filter and bias
@@ -466,7 +472,7 @@ class _Output:
         if self.quant:
             epi = _Epilogue(True, self.fuse, stage=self.stages.get(pk, bias))
         else:
-            b = self.fbias.get(bias)
+            b = None if self._zero_bias and bias is self._bias_const else self.fbias.get(bias)
             t = self._tiles
             if t is None or t[0] is not b:      # tiled rows kept while the bias is the same
                 t = self._tiles = (b, {})
@@ -738,6 +744,24 @@ class Conv2D(ConvBase):
             raise value_error(f"{self.name}: filter depth {ci} does not match the input depth {c}", False)
         return o, kh, kw
 
+    def absorb_bias(self, ins, bias, nchw):
+        """A 1x1 convolution without padding: W (x + b) + c = W x + (W b + c) at every pixel,
+        so the new bias is W b + c (float64, rounded once)."""
+        try:
+            L = self.layout_of(_SigLike(self, ins))
+            if self.nchw(ins, L) != nchw:
+                return None
+            pads = [_int(ins[k]) for k in L.pads] if L.explicit else [0]
+        except Exception:
+            return None
+        w, c = ins[1], ins[2]
+        if ins[0].type != F32 or w.type != F32 or c.type != F32 or w.value is None or c.value is None \
+                or np.ndim(w.value) != 4 or w.value.shape[1:3] != (1, 1) or any(p != 0 for p in pads) \
+                or w.value.shape[3] != len(bias) or not np.isfinite(w.value).all():
+            return None
+        wm = np.asarray(w.value, np.float64).reshape(w.value.shape[0], -1)
+        return (wm @ np.asarray(bias, np.float64) + np.asarray(c.value, np.float64)).astype(np.float32)
+
     def build(self, ins, outs):
         L = self.layout_of(_SigLike(self, ins))
         return _conv_like_build(self, ins, outs, L)
@@ -865,6 +889,19 @@ class DepthwiseConv2D(ConvBase):
         _, kh, kw, o = (int(d) for d in ins[1].dims)
         self._mult(ins, L, c, ins[1].dims)
         return o, kh, kw
+
+    def bias_to_pass_on(self, ins):
+        try:
+            L = self.layout_of(_SigLike(self, ins))
+            fuse = _int(ins[L.fuse])
+            nchw = self.nchw(ins, L)
+        except Exception:           # an unexpected signature: validation has the say
+            return None
+        b = ins[2]
+        if ins[0].type != F32 or b.type != F32 or b.value is None or fuse != C.FUSED_NONE \
+                or np.ndim(b.value) != 1 or not np.isfinite(b.value).all():
+            return None
+        return 2, nchw
 
     def build(self, ins, outs):
         L = self.layout_of(_SigLike(self, ins))
