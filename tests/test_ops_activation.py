@@ -526,3 +526,20 @@ def test_prelu_mixed_alpha_rows_kernel_keeps_work_array_between_runs():
     for _ in range(3):
         x = (rng.standard_normal((1, 9, 11, 32)) * 3).astype(np.float32)
         assert np.array_equal(c.run({"x": x})["y"], np.where(x >= 0, x, x * a))
+
+
+def test_quantize_matches_round_half_away_on_ties_and_extremes():
+    """QUANTIZE rounds the float32 quotient x / scale half away from zero (std::round) with a
+    float64 add-and-truncate: the same codes as quant.round_half_away for ties, the values
+    just beside them, and float32 magnitudes up to the largest finite one."""
+    from nnapi_py.ops.quant import round_half_away
+    rng = np.random.default_rng(7)
+    ties = np.arange(-300, 300, dtype=np.float32) + np.float32(0.5)
+    near = np.concatenate([np.nextafter(ties, np.float32(np.inf)), np.nextafter(ties, np.float32(-np.inf))])
+    big = (rng.standard_normal(200) * 10.0 ** rng.integers(0, 38, 200)).astype(np.float32)
+    x = np.concatenate([ties, near, big, np.float32([3.4028235e38, -3.4028235e38, 0.49999997, -0.49999997])])
+    for scale, zp, t, lo, hi in ((1.0, 3, T.q8, 0, 255), (0.75, -5, T.q8s, -128, 127)):
+        (r,) = ok("QUANTIZE", [T.f32([x.size], x)], [t([x.size], None, scale, zp)])
+        with np.errstate(all="ignore"):         # max float / 0.75 is inf, as in the kernel
+            want = np.clip(round_half_away(np.divide(x, np.float32(scale), dtype=np.float32)) + zp, lo, hi)
+        np.testing.assert_array_equal(r, want)

@@ -20,7 +20,6 @@ from .. import constants as C
 from .base import Op, register, tname, value_error
 from . import quant as Q
 from .common import check_same_shape
-from .quant import round_half_away
 
 F16, F32, I32 = C.TENSOR_FLOAT16, C.TENSOR_FLOAT32, C.TENSOR_INT32
 Q8, Q8S = C.TENSOR_QUANT8_ASYMM, C.TENSOR_QUANT8_ASYMM_SIGNED
@@ -57,9 +56,15 @@ class Quantize(Op):
         lo, hi = Q.qrange(outs[0].type)
 
         def k(i, o):
-            with np.errstate(all="ignore"):
-                v = round_half_away(np.divide(i[0], scale, dtype=np.float32))   # std::round
-                v += zp
+            # std::round(x / scale) on the float32 quotient: in float64, v + copysign(0.5, v)
+            # is exact for every float32 v (at most 24 significant bits; from 2**52 on, float32
+            # values are even integers and the tie rounds back to them), so truncating it
+            # rounds half away from zero exactly -- 4 numpy calls instead of round_half_away's 7
+            # (a one-value QUANTIZE in a streaming model: 13.5 -> about 6 us)
+            v = np.divide(i[0], scale, dtype=np.float32).astype(np.float64)
+            v += np.copysign(0.5, v)
+            np.trunc(v, out=v)
+            v += zp
             np.fmin(v, hi, out=v)          # NaN -> hi, as std::min(hi, NaN) in the reference
             np.fmax(v, lo, out=v)
             o[0][...] = v
