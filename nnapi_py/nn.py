@@ -527,6 +527,7 @@ class Execution:
         _check(lib.ANeuralNetworksExecution_create(compilation.handle, p), "ANeuralNetworksExecution_create")
         self.handle, self.compilation, self.model = p[0], compilation, compilation.model
         self._bound = None
+        self._views = None          # run(copy=False) result with fixed output shapes, made once
         self._scratch = (ffi.new("uint32_t*"), ffi.new("uint32_t[]", 32))    # rank / dimensions
         if reusable:
             _check(lib.ANeuralNetworksExecution_setReusable(self.handle, True), "ANeuralNetworksExecution_setReusable")
@@ -581,10 +582,13 @@ class Execution:
                    "ANeuralNetworksExecution_setOutput")
         self._bound = (keep, outs, arrays)
 
-    def run(self, inputs=None, outputs=None, mode: str = "sync", burst: Optional[Burst] = None) -> Dict[str, np.ndarray]:
+    def run(self, inputs=None, outputs=None, mode: str = "sync", burst: Optional[Burst] = None,
+            copy: bool = True) -> Dict[str, np.ndarray]:
         """Compute; mode "sync", "async" or "burst".  The first run binds the inputs (zero-copy
         where the arrays already have the operand's dtype and layout); later runs of a reusable
-        execution copy new input values into the bound buffers (same shapes)."""
+        execution copy new input values into the bound buffers (same shapes).  copy=False
+        returns the bound output buffers themselves (views the next run overwrites; with fixed
+        output shapes the same dict every run: do not change it)."""
         ffi, lib = _api()
         if self._bound is None:
             self._bind(inputs or {}, outputs)
@@ -612,12 +616,15 @@ class Execution:
                    "ANeuralNetworksExecution_burstCompute")
         else:
             _check(lib.ANeuralNetworksExecution_compute(self.handle), "ANeuralNetworksExecution_compute")
+        if not copy and self._views is not None:
+            return self._views
         result = {}
         r, d = self._scratch
         bufs = self._bound[1]
         for k, o in enumerate(self.model.outputs):
             if o.dims and all(o.dims):          # fully specified: the shape cannot change, no query
-                result[o.name] = bufs[o.name][:math.prod(o.dims)].reshape(o.dims).copy()
+                v = bufs[o.name][:math.prod(o.dims)].reshape(o.dims)
+                result[o.name] = v.copy() if copy else v
                 continue
             rc = lib.ANeuralNetworksExecution_getOutputOperandRank(self.handle, k, r)
             if rc:
@@ -630,7 +637,10 @@ class Execution:
                 if rc:
                     _check(rc, "ANeuralNetworksExecution_getOutputOperandDimensions")
                 shape = tuple(d[0:r[0]])
-            result[o.name] = bufs[o.name][:math.prod(shape)].reshape(shape).copy()
+            v = bufs[o.name][:math.prod(shape)].reshape(shape)
+            result[o.name] = v.copy() if copy else v
+        if not copy and all(o.dims and all(o.dims) for o in self.model.outputs):
+            self._views = result            # fixed shapes: the same views every run
         return result
 
     def duration(self, kind: int = 0) -> int:

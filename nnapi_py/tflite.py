@@ -84,7 +84,7 @@ class TfliteModel:
         self.nn_model = nn.Model(os.path.basename(path))
         self._build()
         self.compilation = self.nn_model.compile(**(compile_options or {}))
-        self._exec = None                       # the reusable execution (False: not available)
+        self._pair = None                       # _StatePair of reusable executions (False: not available)
         self._exec_lock = threading.Lock()
         self.input_names = [self.tensors[i].name for i in self._inputs]
         self.reset()
@@ -582,52 +582,124 @@ class TfliteModel:
         """Inputs in the model's input order -> outputs in its output order.  A streaming model's
         variables are carried from one call to the next (reset() starts over)."""
         feed = {n: a for n, a in zip(self.input_names, inputs)}
-        if not hasattr(self, "state"):
-            self.reset()
-        for var in self._state_in:
-            feed["state:" + var] = self.state[var]
         res = self._run_reusable(feed)
-        if res is None:
-            res = self.compilation.run(feed)
-        for var in self._state_out:
-            self.state[var] = res["state:" + var]
+        if res is not None:
+            return res
+        state = self.state
+        for var in self._state_in:
+            feed["state:" + var] = state[var]
+        res = self.compilation.run(feed)
+        self.state = {**state, **{var: res["state:" + var] for var in self._state_out}}
         return [res[n] for n in self.output_names]
 
     def _run_reusable(self, feed):
-        """One reusable execution bound on the first call, then only input values copied in
-        (a streaming model has dozens of state tensors: binding each per call cost about a
-        third of a wake-word step).  None -- the caller makes a fresh execution -- when the
-        runtime has no reusable executions (feature level < 5), when another thread is using
-        it, or when the input shapes differ from the bound ones."""
-        if self._exec is False or not self._exec_lock.acquire(blocking=False):
+        """The outputs of a run on the model's pair of reusable executions (_StatePair), bound on
+        the first calls, then only input values copied in and no state copied at all.  None --
+        the caller makes a fresh execution -- when the runtime has no reusable executions
+        (feature level < 5), when another thread is using them, or when the input shapes differ
+        from the bound ones."""
+        if self._pair is False or not self._exec_lock.acquire(blocking=False):
             return None
         try:
-            ex = self._exec
-            if ex is None:
+            p = self._pair
+            if p is None:
                 try:
-                    ex = self._exec = self.compilation.execution(reusable=True)
+                    p = _StatePair(self)
                 except nn.NNAPIError:
-                    self._exec = False
+                    self._pair = False
                     return None
-                # bind copies: later calls write their values into the bound arrays, which
-                # must not be the caller's (or the state's) own
-                feed = {k: np.array(v) for k, v in feed.items()}
+                self._pair = p
             try:
-                return ex.run(feed)
+                return p.run(feed)
             except ValueError:              # other shapes than the bound ones
                 return None
         finally:
             self._exec_lock.release()
 
+    @property
+    def state(self) -> Dict[str, np.ndarray]:
+        """The variables' current values (copies)."""
+        p = self._pair
+        return p.values() if p else {k: v.copy() for k, v in self._state.items()}
+
+    @state.setter
+    def state(self, values: Dict[str, np.ndarray]) -> None:
+        p = self._pair
+        if p:
+            p.load(values)
+        else:
+            self._state = {k: np.array(v) for k, v in values.items()}
+
     def reset(self) -> None:
         """Variables back to their initial values."""
-        self.state = {k: v.copy() for k, v in self.initial_state.items()}
+        self.state = self.initial_state
 
     def report(self) -> str:
         lines = [f"{os.path.basename(self.path)}: {len(self.mapping)} operators"]
         for k, name, done in self.mapping:
             lines.append(f"  {k:>4}  {name:<24} -> {done}")
         return "\n".join(lines)
+
+
+class _StatePair:
+    """Two reusable executions of a streaming model whose state buffers alternate: execution 0
+    reads the variables from buffer set 0 and writes their next values into set 1, execution 1
+    the other way round, so a step copies its real inputs in and its real outputs out but no
+    state (a wake-word model carries a few dozen variable tensors: copying each in and out
+    through one execution cost about a fifth of a step).  A variable only read is one array
+    both read; one only assigned is an output kept per execution."""
+
+    def __init__(self, model):
+        comp = model.compilation
+        self.execs = [comp.execution(reusable=True), comp.execution(reusable=True)]
+        self.names = list(model.output_names)
+        self.ins, self.outs = list(model._state_in), list(model._state_out)
+        tin = {o.name: o for o in model.nn_model.inputs}
+        tout = {o.name: o for o in model.nn_model.outputs}
+        cur = model._state
+        self.bufs = [{}, {}]
+        for v in self.ins:
+            i = tin["state:" + v]
+            a = np.array(cur[v], dtype=i.type.dtype)
+            o = tout.get("state:" + v)
+            alternate = o is not None and o.type.dtype == i.type.dtype and tuple(o.dims or ()) == a.shape
+            self.bufs[0][v] = a
+            self.bufs[1][v] = a.copy() if alternate else a      # only read: one array for both
+        self.paired = {v for v in self.outs if v in self.bufs[0] and self.bufs[1][v] is not self.bufs[0][v]}
+        self.k = 0                          # the execution to run next (it reads bufs[k])
+        self.bound = [False, False]
+        self.last = {}                      # variables assigned but not alternated: latest values
+
+    def run(self, feed):
+        k = self.k
+        ex = self.execs[k]
+        if self.bound[k]:
+            res = ex.run(feed, copy=False)
+        else:                               # first run of this execution: bind the buffers
+            inputs = {n: np.array(a) for n, a in feed.items()}      # its own, written into later
+            inputs.update({"state:" + v: self.bufs[k][v] for v in self.ins})
+            outputs = {"state:" + v: self.bufs[1 - k][v] for v in self.paired}
+            res = ex.run(inputs, outputs, copy=False)
+            self.bound[k] = True
+        for v in self.outs:
+            if v not in self.paired:
+                self.last[v] = res["state:" + v]
+        self.k = 1 - k
+        return [res[n].copy() for n in self.names]
+
+    def values(self):
+        vals = {v: a.copy() for v, a in self.bufs[self.k].items()}
+        vals.update({v: a.copy() for v, a in self.last.items()})
+        return vals
+
+    def load(self, values):
+        """The variables set to values (reset(), or an assignment to TfliteModel.state)."""
+        self.last = {}
+        for v, a in values.items():
+            if v in self.bufs[self.k]:
+                self.bufs[self.k][v][...] = a
+            elif v in self.outs:
+                self.last[v] = np.array(a)
 
 
 class _Unmapped(Exception):

@@ -69,6 +69,28 @@ def test_execution_modes(mode):
     np.testing.assert_array_equal(out["y"], x + np.arange(1, 5))
 
 
+def test_reusable_run_without_copies_returns_the_bound_buffers():
+    """run(copy=False) returns the bound output buffers: the same arrays every run (fixed
+    shapes), holding each run's results in turn, and outputs bound by the caller are those
+    very arrays; copy=True (the default) returns copies the next run leaves alone."""
+    m = nn.Model()
+    x = m.input("x", nn.float32, (2, 2))
+    fixed = [(nn.float32, (2, 2))]                                  # declared output shapes
+    m.output(m.op("ADD", x, np.ones((2, 2), np.float32), 0, outputs=fixed), "y")
+    m.output(m.op("MUL", x, np.full((2, 2), 3, np.float32), 0, outputs=fixed), "z")
+    e = m.compile().execution(reusable=True)
+    mine = np.empty((2, 2), np.float32)
+    first = e.run({"x": np.zeros((2, 2), np.float32)}, {"z": mine}, copy=False)
+    assert first["z"] is mine or np.shares_memory(first["z"], mine)
+    kept = e.run({"x": np.ones((2, 2), np.float32)})              # a copy
+    again = e.run({"x": np.full((2, 2), 2, np.float32)}, copy=False)
+    assert again is e.run({"x": np.full((2, 2), 5, np.float32)}, copy=False)
+    np.testing.assert_array_equal(again["y"], 6)
+    np.testing.assert_array_equal(mine, 15)
+    np.testing.assert_array_equal(kept["y"], 2)
+    np.testing.assert_array_equal(kept["z"], 3)
+
+
 def test_float16_int32_and_scalar_types():
     m = nn.Model()
     h = m.input("h", nn.float16, (3,))

@@ -80,8 +80,9 @@ def test_leaky_relu_is_prelu(tmp_path):
 
 
 def test_run_reuses_one_execution_without_touching_the_callers_arrays(tmp_path):
-    """TfliteModel.run binds one reusable execution on the first call and copies values in
-    afterwards: results stay right and the caller's first input array is never written."""
+    """TfliteModel.run binds its pair of reusable executions on the first two calls and copies
+    values in afterwards: results stay right and the caller's first input array is never
+    written."""
     path = tflite_writer.write(str(tmp_path / "add.tflite"),
                                [("a", f32, (2, 3), None), ("b", f32, (2, 3), None), ("y", f32, (2, 3), None)],
                                [("ADD", [0, 1], [2], None)], [0, 1], [2])
@@ -92,4 +93,4 @@ def test_run_reuses_one_execution_without_touching_the_callers_arrays(tmp_path):
     for k in range(3):
         np.testing.assert_array_equal(m.run([np.full((2, 3), k, f32), np.full((2, 3), 10, f32)])[0], k + 10)
     np.testing.assert_array_equal(a1, keep)
-    assert m._exec not in (None, False)
+    assert m._pair not in (None, False) and m._pair.bound == [True, True]
