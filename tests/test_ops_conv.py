@@ -456,10 +456,19 @@ RUN_CASES = [
     (1, 12, 12, 8, 4, 3, 3, (1, 1), "SAME", (2, 1), False, 0),
     (1, 7, 9, 21, 3, 3, 3, (2, 1), "SAME", (1, 1), False, 2),
 ]
+# one output pixel reading the whole input (a streaming step): quantized, the fused path
+# (conv._OnePixel: one float64 product with the raw input, then the stage's step table);
+# the NCHW case takes the usual path
+ONE_PIXEL_CASES = [
+    (1, 1, 1, 64, 64, 1, 1, (1, 1), "VALID", (1, 1), False, 0),
+    (1, 5, 1, 40, 32, 5, 1, (1, 1), "VALID", (1, 1), False, 1),
+    (1, 3, 3, 8, 5, 3, 3, (2, 2), (0, 0, 0, 0), (1, 1), False, 3),
+    (1, 3, 3, 8, 5, 3, 3, (1, 1), "VALID", (1, 1), True, 0),
+]
 # a few pixels through a 1x1 filter: one GEMM into a kept accumulator, NHWC and NCHW outputs
 CONV_CASES += [(2, 3, 2, 5, 7, 1, 1, (1, 1), "VALID", (1, 1), True, 0),
                (1, 1, 1, 64, 64, 1, 1, (1, 1), "VALID", (1, 1), False, 1)]
-CONV_CASES += NARROW_CASES + RUN_CASES
+CONV_CASES += NARROW_CASES + RUN_CASES + ONE_PIXEL_CASES
 
 
 def _implicit_pads(scheme, h, w, kh, kw, strides, dil):
@@ -505,7 +514,7 @@ def test_conv2d_float_against_reference(case):
 
 
 @pytest.mark.parametrize("kind", ["q8", "q8s", "pc", "pc_signed"])
-@pytest.mark.parametrize("case", CONV_CASES[:3] + CONV_CASES[4:6] + NARROW_CASES + RUN_CASES)
+@pytest.mark.parametrize("case", CONV_CASES[:3] + CONV_CASES[4:6] + NARROW_CASES + RUN_CASES + ONE_PIXEL_CASES)
 def test_conv2d_quant_bit_exact(kind, case):
     n, h, w, c, o, kh, kw, strides, pads, dil, nchw, fuse = case
     signed = kind in ("q8s", "pc_signed")
@@ -654,6 +663,10 @@ DW_CASES = [
     (1, 10, 11, 8, 1, 3, 3, (1, 2), "SAME", (2, 2), False, 0),
     (1, 13, 9, 24, 1, 5, 5, (2, 2), "SAME", (1, 1), False, 1),
     (1, 1, 17, 32, 1, 1, 17, (1, 1), "VALID", (1, 1), False, 0),
+    # one output pixel reading the whole input (quantized: conv._OnePixel)
+    (1, 5, 1, 32, 1, 5, 1, (1, 1), "VALID", (1, 1), False, 0),
+    (1, 21, 1, 64, 1, 21, 1, (1, 1), "VALID", (1, 1), False, 1),
+    (1, 3, 3, 8, 1, 3, 3, (2, 2), (0, 0, 0, 0), (1, 1), False, 3),
 ]
 
 
@@ -968,3 +981,22 @@ def test_filter_and_bias_given_at_execution_change_between_runs(op, quant, filte
         ok = (outs[k] < 255) & (outs[0] > 0) if quant else np.ones(outs[0].shape, bool)
         assert ok.sum() > outs[0].size // 2
         np.testing.assert_allclose((outs[k] - outs[0])[ok], k * step, atol=1.0 if quant else 1e-5)
+
+
+def test_one_pixel_quantized_layers_take_the_fused_path(monkeypatch):
+    """The NHWC one-pixel quantized cases above run conv._OnePixel (and still match the
+    reference, checked by the bit-exact tests); the NCHW one and float layers do not."""
+    import nnapi_py.ops.conv as cv
+    calls = []
+    orig = cv._OnePixel.__call__
+
+    def spy(self, x, out, bufs):
+        calls.append(self.depthwise)
+        return orig(self, x, out, bufs)
+    monkeypatch.setattr(cv._OnePixel, "__call__", spy)
+    for case in ONE_PIXEL_CASES:
+        test_conv2d_quant_bit_exact("pc_signed", case)
+    for case in DW_CASES[-3:]:
+        test_depthwise_quant_bit_exact("q8", case)
+        test_depthwise_float_against_reference(case)
+    assert calls == [False] * 3 + [True] * 3

@@ -423,6 +423,19 @@ class OutputStage:
                 and self._steps is None:
             self._steps = self._step_table()
 
+    def small_table(self, dtype):
+        """(sorted steps, per-channel key offsets, output value of each table position as dtype)
+        of _small: output = values[steps.searchsorted(acc + offsets, side="right")] (see
+        _small); None when this stage has no step table."""
+        t = self._steps
+        if t is None:
+            return None
+        steps, offs, values = t
+        lut = values.get(np.dtype(dtype))
+        if lut is None:
+            lut = values[np.dtype(dtype)] = values[None].astype(dtype)
+        return steps, offs, lut
+
     def _small(self, acc, out):
         """A few values (a streaming model's one-pixel layers): the output of channel c is
         lo + the number of its steps t[c, y] <= acc, where t[c, y] is the least accumulator
