@@ -543,3 +543,19 @@ def test_quantize_matches_round_half_away_on_ties_and_extremes():
         with np.errstate(all="ignore"):         # max float / 0.75 is inf, as in the kernel
             want = np.clip(round_half_away(np.divide(x, np.float32(scale), dtype=np.float32)) + zp, lo, hi)
         np.testing.assert_array_equal(r, want)
+
+
+def test_quantize_one_value_takes_the_same_rounding():
+    """A one-value QUANTIZE (a streaming model's step input) runs in scalar arithmetic: the
+    same codes as the vector path for ties, NaN, infinities, float16 inputs and saturation."""
+    xs = [-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 1000, -1000, np.inf, -np.inf, np.nan, 0.49999997,
+          -0.49999997, 3.4028235e38, 1e-45, 126.5, -128.5]
+    for t, dt, scale, zp in ((T.q8, np.float32, 1.0, 10), (T.q8s, np.float16, 0.5, -1),
+                             (T.q8s, np.float32, 0.75, 3)):
+        mk = T.f32 if dt == np.float32 else T.f16
+        with np.errstate(all="ignore"):                 # 3.4e38 is inf in float16
+            x = np.array(xs, dt)
+        (want,) = ok("QUANTIZE", [mk([x.size], x)], [t([x.size], None, scale, zp)])
+        for v, w in zip(x, want):
+            (got,) = ok("QUANTIZE", [mk([1], np.array([v], dt))], [t([1], None, scale, zp)])
+            assert got.tolist() == [w], (v, got, w)

@@ -298,18 +298,19 @@ def test_fc_dynamic_output_shape_and_batch_from_elements():
     np.testing.assert_allclose(out, x.reshape(6, 4) @ w.T, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("rows", [3, 1])          # 1: one row, quant.TableProduct
 @pytest.mark.parametrize("fuse", [0, 1, 2, 3])
 @pytest.mark.parametrize("signed", [False, True])
-def test_fc_quant_bit_exact(fuse, signed):
+def test_fc_quant_bit_exact(fuse, signed, rows):
     t, lo, hi = (Q8S, -128, 127) if signed else (Q8, 0, 255)
     zx, zw, zo = (-5, 3, 7) if signed else (130, 121, 100)
     sx, sw, so = 0.02, 0.011, 0.05
-    x = RNG.integers(lo, hi + 1, (3, 20))
+    x = RNG.integers(lo, hi + 1, (rows, 20))
     w = RNG.integers(lo, hi + 1, (6, 20))
     b = RNG.integers(-3000, 3000, 6)
-    ins = [Opd(t, [3, 20], x, sx, zx), Opd(t, [6, 20], w, sw, zw, const=True),
+    ins = [Opd(t, [rows, 20], x, sx, zx), Opd(t, [6, 20], w, sw, zw, const=True),
            Opd(I32T, [6], b, prod32(sx, sw), 0, const=True), T.i32(fuse)]
-    (out,) = ok("FULLY_CONNECTED", ins, [Opd(t, [3, 6], None, so, zo)])
+    (out,) = ok("FULLY_CONNECTED", ins, [Opd(t, [rows, 6], None, so, zo)])
     acc = (x - zx) @ (w - zw).T + b
     lo2, hi2 = act_range(fuse, so, zo, lo, hi)
     np.testing.assert_array_equal(out, requant_ref(acc, prod32(sx, sw) / so, zo, lo2, hi2))
@@ -457,7 +458,7 @@ RUN_CASES = [
     (1, 7, 9, 21, 3, 3, 3, (2, 1), "SAME", (1, 1), False, 2),
 ]
 # one output pixel reading the whole input (a streaming step): quantized, the fused path
-# (conv._OnePixel: one float64 product with the raw input, then the stage's step table);
+# (quant.TableProduct: one float64 product with the raw input, then the stage's step table);
 # the NCHW case takes the usual path
 ONE_PIXEL_CASES = [
     (1, 1, 1, 64, 64, 1, 1, (1, 1), "VALID", (1, 1), False, 0),
@@ -663,7 +664,7 @@ DW_CASES = [
     (1, 10, 11, 8, 1, 3, 3, (1, 2), "SAME", (2, 2), False, 0),
     (1, 13, 9, 24, 1, 5, 5, (2, 2), "SAME", (1, 1), False, 1),
     (1, 1, 17, 32, 1, 1, 17, (1, 1), "VALID", (1, 1), False, 0),
-    # one output pixel reading the whole input (quantized: conv._OnePixel)
+    # one output pixel reading the whole input (quantized: quant.TableProduct)
     (1, 5, 1, 32, 1, 5, 1, (1, 1), "VALID", (1, 1), False, 0),
     (1, 21, 1, 64, 1, 21, 1, (1, 1), "VALID", (1, 1), False, 1),
     (1, 3, 3, 8, 1, 3, 3, (2, 2), (0, 0, 0, 0), (1, 1), False, 3),
@@ -984,19 +985,22 @@ def test_filter_and_bias_given_at_execution_change_between_runs(op, quant, filte
 
 
 def test_one_pixel_quantized_layers_take_the_fused_path(monkeypatch):
-    """The NHWC one-pixel quantized cases above run conv._OnePixel (and still match the
-    reference, checked by the bit-exact tests); the NCHW one and float layers do not."""
-    import nnapi_py.ops.conv as cv
+    """The NHWC one-pixel quantized cases above and a one-row quantized FULLY_CONNECTED run
+    quant.TableProduct (and still match the reference, checked by the bit-exact tests); the
+    NCHW one, float layers and a three-row FULLY_CONNECTED do not."""
+    import nnapi_py.ops.quant as Q
     calls = []
-    orig = cv._OnePixel.__call__
+    orig = Q.TableProduct.__call__
 
     def spy(self, x, out, bufs):
         calls.append(self.depthwise)
         return orig(self, x, out, bufs)
-    monkeypatch.setattr(cv._OnePixel, "__call__", spy)
+    monkeypatch.setattr(Q.TableProduct, "__call__", spy)
     for case in ONE_PIXEL_CASES:
         test_conv2d_quant_bit_exact("pc_signed", case)
     for case in DW_CASES[-3:]:
         test_depthwise_quant_bit_exact("q8", case)
         test_depthwise_float_against_reference(case)
-    assert calls == [False] * 3 + [True] * 3
+    test_fc_quant_bit_exact(1, True, 1)
+    test_fc_quant_bit_exact(1, True, 3)
+    assert calls == [False] * 3 + [True] * 3 + [False]

@@ -496,51 +496,16 @@ class _Output:
 
 
 # ---- one output pixel of a quantized streaming step ----------------------------------------------
-class _OnePixel:
-    """A quantized convolution / depthwise convolution whose single output pixel reads its
-    whole input (input height x width = the filter's, no padding, batch 1, NHWC: a streaming
-    model's step), with a constant filter and bias whose OutputStage has a step table (see
-    quant.OutputStage._small).  The accumulator plus the table's channel offsets is one
-    float64 product of the raw input with the centred filter and a last row of offsets -
-    zp * the filter's column sums (integers below 2**53: exact, the same keys as centring
-    the input first), then one searchsorted and one lookup: 4 numpy calls instead of the
-    7-8 of input centring, GEMM or einsum, and the stage (a 1x1x1x64 -> 64 step 10.5 -> 6 us).
-    taps: [K, O] (convolution: patch values x output channels) or [T, C] (depthwise: taps x
-    channels, out[c] = sum over t)."""
-
-    def __init__(self, taps, zp, table, depthwise):
-        steps, offs, lut = table
-        t = np.asarray(taps, np.float64)
-        last = np.broadcast_to(np.asarray(offs, np.float64), (t.shape[1],)) - zp * t.sum(0)
-        self.w = np.ascontiguousarray(np.vstack([t, last[None]]))
-        self.steps, self.lut, self.depthwise, self.k = steps, lut, depthwise, t.shape[0]
-
-    @staticmethod
-    def build(quant, nchw, n, h, w, kh, kw, pads, dil, stage, packed, out_dtype, depthwise, zp):
-        """A _OnePixel for this layer, or None where the fast path does not apply."""
-        if not quant or nchw or n != 1 or (h, w) != (kh, kw) or any(pads) or tuple(dil) != (1, 1) \
-                or stage is None or packed.val is None:
-            return None
-        table = stage.small_table(out_dtype)
-        if table is None:
-            return None
-        return _OnePixel(packed.val.mat, zp, table, depthwise)
-
-    def __call__(self, x, out, bufs):
-        k = self.k
-        if self.depthwise:
-            xa = bufs.array("px", (k + 1, self.w.shape[1]), np.float64, init=_ones_row)
-            xa[:k] = x.reshape(k, -1)
-            key = _einsum("tc,tc->c", xa, self.w)
-        else:
-            xa = bufs.array("px", (1, k + 1), np.float64, init=_ones_column)
-            xa[0, :k] = x.reshape(-1)
-            key = np.matmul(xa, self.w)
-        idx = self.steps.searchsorted(key.reshape(-1), side="right")
-        if out.flags.c_contiguous:
-            self.lut.take(idx, out=out.reshape(-1))
-        else:
-            out[...] = self.lut.take(idx).reshape(out.shape)
+def _one_pixel(quant, nchw, n, h, w, kh, kw, pads, dil, stage, packed, out_dtype, depthwise, zp):
+    """quant.TableProduct for a quantized layer whose single output pixel reads its whole
+    input (input height x width = the filter's, no padding, batch 1, NHWC: a streaming
+    model's step) with a constant filter and bias; None where that does not apply.  The
+    packed filter is [KH*KW*C, O] (convolution) or [KH*KW, C] (depthwise, one output
+    column): the patch values of the one pixel in the input's own order."""
+    if not quant or nchw or n != 1 or (h, w) != (kh, kw) or any(pads) or tuple(dil) != (1, 1) \
+            or packed.val is None:
+        return None
+    return Q.TableProduct.for_stage(packed.val.mat, zp, stage, out_dtype, depthwise)
 
 
 # ---- im2col convolution core (CONV_2D, GROUPED_CONV_2D) ----------------------------------------
@@ -738,7 +703,7 @@ def _conv_like_build(op, ins, outs, L, groups_of=None):
     packed = _packed_filter(ins, o, False, arrange)
     res = _Output(ins, outs, fuse, packed)
     scratch = Scratch()
-    one = None if groups != 1 or not res.quant else _OnePixel.build(
+    one = None if groups != 1 or not res.quant else _one_pixel(
         True, nchw, n, h, w, kh, kw, pads, dil, res.stages.const, packed, outs[0].dtype, False, res.zp)
     bias_const = ins[2].value
 
@@ -982,7 +947,7 @@ class DepthwiseConv2D(ConvBase):
         geom = (n, oh, ow, o, kh, kw, sh, sw, dh, dw)
         scratch = Scratch()
 
-        one = None if not quant or m != 1 else _OnePixel.build(
+        one = None if not quant or m != 1 else _one_pixel(
             True, nchw, n, h, w, kh, kw, pads, (dh, dw), res.stages.const, packed, outs[0].dtype, True, zp)
         bias_const = ins[2].value
 

@@ -570,6 +570,61 @@ class OutputStage:
         out[...] = x.reshape(out.shape)
 
 
+_c_einsum = getattr(getattr(getattr(np, "_core", None), "multiarray", None), "c_einsum", np.einsum)
+
+
+class TableProduct:
+    """The requantized output of a small quantized product in 4 numpy calls: a layer with one
+    output row (a convolution whose one output pixel reads its whole input, a depthwise one,
+    a one-row FULLY_CONNECTED: a streaming model's step) whose constant weights and bias have
+    an OutputStage with a step table (OutputStage._small).  The accumulator plus the table's
+    channel offsets is one float64 product of the raw input with [centred weights; offsets -
+    zx * the weights' column sums] (integers below 2**53: exact, the same keys as centring
+    the input first), then one searchsorted and one lookup, instead of the 7-8 calls of
+    input centring, GEMM or einsum, and the stage (a 1x1x1x64 -> 64 step 10.5 -> 6.7 us).
+    taps: [K, O] (out[o] = sum_k x[k] taps[k, o]) or, depthwise, [T, C] (out[c] = sum_t
+    x[t, c] taps[t, c])."""
+
+    def __init__(self, taps, zx, table, depthwise=False):
+        steps, offs, lut = table
+        t = np.asarray(taps, np.float64)
+        last = np.broadcast_to(np.asarray(offs, np.float64), (t.shape[1],)) - zx * t.sum(0)
+        self.w = np.ascontiguousarray(np.vstack([t, last[None]]))
+        self.steps, self.lut, self.depthwise, self.k = steps, lut, depthwise, t.shape[0]
+
+    @classmethod
+    def for_stage(cls, taps, zx, stage, out_dtype, depthwise=False):
+        """One for this constant stage, or None when it has no step table."""
+        table = None if stage is None else stage.small_table(out_dtype)
+        return None if table is None else cls(taps, zx, table, depthwise)
+
+    def __call__(self, x, out, bufs):
+        """x: the layer's raw input (k values, or [T, C] depthwise); out: its output; bufs: a
+        common.Scratch set of the calling kernel (the float64 input row is kept there)."""
+        k = self.k
+        if self.depthwise:
+            xa = bufs.array("table-x", (k + 1, self.w.shape[1]), np.float64, init=_last_row_ones)
+            xa[:k] = x.reshape(k, -1)
+            key = _c_einsum("tc,tc->c", xa, self.w)
+        else:
+            xa = bufs.array("table-x", (1, k + 1), np.float64, init=_last_column_ones)
+            xa[0, :k] = x.reshape(-1)
+            key = np.matmul(xa, self.w)
+        idx = self.steps.searchsorted(key.reshape(-1), side="right")
+        if out.flags.c_contiguous:
+            self.lut.take(idx, out=out.reshape(-1))
+        else:
+            out[...] = self.lut.take(idx).reshape(out.shape)
+
+
+def _last_row_ones(a):
+    a[-1] = 1
+
+
+def _last_column_ones(a):
+    a[:, -1] = 1
+
+
 # ---- exact rounding and 256-entry tables (8-bit operands) -----------------------------------
 def round_half_away(v):
     """std::round on a float array, exactly: trunc(v) + sign(v) where |v - trunc(v)| >= 0.5.
