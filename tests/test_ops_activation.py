@@ -390,6 +390,23 @@ def test_quantize_rounding_and_saturation():
     add_fails("QUANTIZE", [T.q8([2], None, 1.0, 0)], [T.q8([2], None, 1.0, 0)], "QUANTIZE", "input 0")
 
 
+@pytest.mark.parametrize("out", ["f32", "f16"])
+def test_dequantize_every_code(out):
+    """Every 8-bit code of each type: (q - zp) * scale in float32 (the table the kernel
+    gathers from), rounded once to float16 for a float16 output, in one and in many values."""
+    mk = T.f32 if out == "f32" else T.f16
+    dt = np.float32 if out == "f32" else np.float16
+    for opd, codes, scale, zp in (
+            (lambda d, x: T.q8(d, x, 0.037, 131), np.arange(256), 0.037, 131),
+            (lambda d, x: T.q8s(d, x, 1.5e-3, -7), np.arange(-128, 128), 1.5e-3, -7),
+            (lambda d, x: Opd(Q8SYMM, d, x, 0.3, 0), np.arange(-128, 128), 0.3, 0)):
+        want = ((codes - zp).astype(np.float32) * np.float32(scale)).astype(dt)
+        (r,) = ok("DEQUANTIZE", [opd([16, 16], codes.reshape(16, 16))], [mk([16, 16])])
+        np.testing.assert_array_equal(r.reshape(-1), want)
+        (r,) = ok("DEQUANTIZE", [opd([1], codes[:1])], [mk([1])])
+        np.testing.assert_array_equal(r, want[:1])
+
+
 def test_dequantize_types():
     (r,) = ok("DEQUANTIZE", [T.q8([4], [0, 1, 128, 255], 0.5, 128)], [T.f32([4])])
     assert r.tolist() == [-64, -63.5, 0, 63.5]

@@ -120,19 +120,17 @@ class Dequantize(Op):
                 with np.errstate(all="ignore"):
                     o[0][...] = i[0].astype(np.float32) * scales
             return k
-        scale, zp = np.float32(inp.scale), np.float32(inp.zp)
+        # every 8-bit code's value, (q - zp) * scale in float32 (then rounded to float16 for a
+        # float16 output), gathered by the input's bytes: one numpy call (a one-value
+        # DEQUANTIZE in a streaming model 4.0 -> 1.5 us; 2 passes fewer on large tensors)
+        with np.errstate(all="ignore"):
+            table = Q.dequant_table(inp.type, inp.scale, inp.zp).astype(outs[0].dtype)
 
-        if outs[0].type == F32:
-            def k(i, o):
-                np.subtract(i[0], zp, out=o[0], dtype=np.float32)
-                o[0] *= scale
-        else:
-            def k(i, o):
-                v = i[0].astype(np.float32)
-                v -= zp
-                v *= scale
-                with np.errstate(all="ignore"):
-                    o[0][...] = v
+        def k(i, o):
+            if o[0].flags.c_contiguous:
+                Q.take(table, i[0], o[0])
+            else:
+                o[0][...] = table[Q.as_bytes(i[0])]
         return k
 
 
