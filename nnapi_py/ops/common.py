@@ -206,22 +206,15 @@ def fill_pixels(dst, value):
     v[...] = item
 
 
-_WHOLE_ROW = 1 << 16     # values: up to this many, a broadcast row is tiled over the whole array
-
-
 def row_repeats(n, total, want=8192):
     """Repeats of a row of n values along an array of total values (total % n == 0) so that
     rows have at least `want` values: numpy adds or multiplies a shorter broadcast row at up
     to twice the cost (96 rows of 1536: 33 -> 19 us; mediapipe face_landmark's 96x96x16
     PRELU 75 -> 65 us).  The smallest such divisor of total // n, at most 4 * want / n;
     else 1."""
-    if n >= want or total % n:
+    if n >= want or total % n or total < 8 * want:     # small arrays: no measurable gain
         return 1
     m = total // n
-    if total <= _WHOLE_ROW:         # a small array: one row over all of it (one inner loop;
-        return m                    # 24x24x64 PRELU 12.3 -> 8.4 us, 12x12x128 6.3 -> 4.7 us)
-    if total < 8 * want:
-        return 1
     need = -(-want // n)
     for r in range(need, min(m, 4 * need) + 1):
         if m % r == 0:
