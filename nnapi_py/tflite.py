@@ -647,7 +647,8 @@ class _StatePair:
     the other way round, so a step copies its real inputs in and its real outputs out but no
     state (a wake-word model carries a few dozen variable tensors: copying each in and out
     through one execution cost about a fifth of a step).  A variable only read is one array
-    both read; one only assigned is an output kept per execution."""
+    both read; one only assigned is an output kept per execution (copied into the array both
+    read where it is also read but its input and output operands differ in type or shape)."""
 
     def __init__(self, model):
         comp = model.compilation
@@ -684,6 +685,8 @@ class _StatePair:
         for v in self.outs:
             if v not in self.paired:
                 self.last[v] = res["state:" + v]
+                if v in self.bufs[0]:       # read too, but of another dtype / shape: copied
+                    self.bufs[0][v][...] = self.last[v]
         self.k = 1 - k
         return [res[n].copy() for n in self.names]
 
