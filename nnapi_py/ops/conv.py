@@ -36,8 +36,7 @@ from .quant import OutputStage, centered_max, exact_dtype, scale_product
 from .common import F16, F32, I32, Q8, Q8S, QPC, FLOATS, Derived, Scratch, check_bias_quant, copy_pixels, row_repeats, kept_array
 
 BOOL, INT32 = C.BOOL, C.INT32
-# numpy's C einsum without the Python wrapper's argument handling (about 0.8 us a call)
-_einsum = getattr(getattr(getattr(np, "_core", None), "multiarray", None), "c_einsum", np.einsum)
+_einsum = Q.c_einsum
 _BLOCK_BYTES = 1 << 20          # working-set target of one block of output rows
 _NARROW_RUN = 16                # KW*C below this (and no run view): patches gathered transposed
 _RUN_BYTES = 48                 # filter-row runs of 48..256 bytes: im2col copies them as items
@@ -496,23 +495,19 @@ class _Output:
 
 
 # ---- one output pixel of a quantized streaming step ----------------------------------------------
-def _one_pixel(quant, nchw, n, h, w, kh, kw, pads, dil, stage, packed, out_dtype, depthwise, zp):
+def _one_pixel(nchw, n, h, w, kh, kw, pads, dil, stage, packed, out_dtype, depthwise, zp):
     """quant.TableProduct for a quantized layer whose single output pixel reads its whole
     input (input height x width = the filter's, no padding, batch 1, NHWC: a streaming
     model's step) with a constant filter and bias; None where that does not apply.  The
     packed filter is [KH*KW*C, O] (convolution) or [KH*KW, C] (depthwise, one output
     column): the patch values of the one pixel in the input's own order."""
-    if not quant or nchw or n != 1 or (h, w) != (kh, kw) or any(pads) or tuple(dil) != (1, 1) \
+    if nchw or n != 1 or (h, w) != (kh, kw) or any(pads) or tuple(dil) != (1, 1) \
             or packed.val is None:
         return None
     return Q.TableProduct.for_stage(packed.val.mat, zp, stage, out_dtype, depthwise)
 
 
 # ---- im2col convolution core (CONV_2D, GROUPED_CONV_2D) ----------------------------------------
-def _ones_column(a):
-    a[:, -1] = 1
-
-
 def _conv_blocks(xp, pk, geom, on, epi, groups, bufs, aug):
     """xp: padded NHWC input (compute dtype); pk.mat: [KH*KW*Cg, O] (groups == 1) or
     [G, KH*KW*Cg, Og]; on: NHWC view of the output.  Accumulators reach the epilogue as
@@ -534,7 +529,7 @@ def _conv_blocks(xp, pk, geom, on, epi, groups, bufs, aug):
                                                   or xp.shape[2] != ow) else xp
         if aug is not None and o >= 2 * c:
             npix = n * oh * ow
-            xa = bufs.array("ones", (npix, c + 1), pk.dtype, init=_ones_column)
+            xa = bufs.array("ones", (npix, c + 1), pk.dtype, init=Q.ones_last_column)
             xa[:, :c].reshape(src.shape)[...] = src
             np.matmul(xa, aug, out=on.reshape(-1, o))                        # GEMM + bias
             Q.apply_float_activation(on, epi.fuse)
@@ -588,7 +583,7 @@ def _conv_blocks(xp, pk, geom, on, epi, groups, bufs, aug):
             dst = on[b, r0:r1]
             if groups == 1 and aug is not None:
                 np_ = (r1 - r0) * ow
-                cols = bufs.array("cols+1", (rows * ow, kdim + 1), pk.dtype, init=_ones_column)[:np_]
+                cols = bufs.array("cols+1", (rows * ow, kdim + 1), pk.dtype, init=Q.ones_last_column)[:np_]
                 _im2col(cols, kdim, win, runs, b, r0, r1)
                 np.matmul(cols, aug, out=dst.reshape(-1, o))                     # GEMM + bias
                 Q.apply_float_activation(dst, epi.fuse)
@@ -647,10 +642,6 @@ def _im2col(cols, kdim, win, runs, b, r0, r1):
     cols[:, :kdim].view(src.dtype).reshape(src.shape)[...] = src
 
 
-def _ones_row(a):
-    a[-1] = 1
-
-
 def _conv_blocks_transposed(win, pk, on, epi, bufs, aug, rows, direct):
     """_conv_blocks for a narrow input (KW*C below _NARROW_RUN values: a 3-channel image's
     stem).  The patches are gathered transposed, [KH*KW*C (+1), pixels]: numpy's copy then
@@ -663,7 +654,7 @@ def _conv_blocks_transposed(win, pk, on, epi, bufs, aug, rows, direct):
     kdim = kh * kw * c
     mat = pk.mat if aug is None else aug
     k = mat.shape[0]
-    colsT = bufs.array("colsT", (k, rows * ow), pk.dtype, init=_ones_row if aug is not None else None)
+    colsT = bufs.array("colsT", (k, rows * ow), pk.dtype, init=Q.ones_last_row if aug is not None else None)
     for b in range(n):
         for r0 in range(0, oh, rows):
             r1 = min(oh, r0 + rows)
@@ -704,7 +695,7 @@ def _conv_like_build(op, ins, outs, L, groups_of=None):
     res = _Output(ins, outs, fuse, packed)
     scratch = Scratch()
     one = None if groups != 1 or not res.quant else _one_pixel(
-        True, nchw, n, h, w, kh, kw, pads, dil, res.stages.const, packed, outs[0].dtype, False, res.zp)
+        nchw, n, h, w, kh, kw, pads, dil, res.stages.const, packed, outs[0].dtype, False, res.zp)
     bias_const = ins[2].value
 
     def kernel(i, oarr):
@@ -948,7 +939,7 @@ class DepthwiseConv2D(ConvBase):
         scratch = Scratch()
 
         one = None if not quant or m != 1 else _one_pixel(
-            True, nchw, n, h, w, kh, kw, pads, (dh, dw), res.stages.const, packed, outs[0].dtype, True, zp)
+            nchw, n, h, w, kh, kw, pads, (dh, dw), res.stages.const, packed, outs[0].dtype, True, zp)
         bias_const = ins[2].value
 
         def kernel(i, oarr):

@@ -445,15 +445,11 @@ class OutputStage:
         is sorted and each position names one output value) and one lookup of the output
         value replace the evaluation's ten numpy passes, each of which costs its call
         overhead on a small array: 8.7 -> 4 us for 64 values."""
-        t = self._steps
-        if t is None:
-            t = self._steps = self._step_table()
-        steps, offs, values = t
+        if self._steps is None:
+            self._steps = self._step_table()
+        steps, offs, lut = self.small_table(out.dtype)
         key = acc + offs                                 # float64, exact: |key| < 2**46
         idx = steps.searchsorted(key.ravel(), side="right")
-        lut = values.get(out.dtype)
-        if lut is None:
-            lut = values[out.dtype] = values[None].astype(out.dtype)
         if out.flags.c_contiguous:
             lut.take(idx, out=out.reshape(-1))
         else:
@@ -570,7 +566,18 @@ class OutputStage:
         out[...] = x.reshape(out.shape)
 
 
-_c_einsum = getattr(getattr(getattr(np, "_core", None), "multiarray", None), "c_einsum", np.einsum)
+# numpy's C einsum without the Python wrapper's argument handling (about 0.8 us a call)
+c_einsum = getattr(getattr(getattr(np, "_core", None), "multiarray", None), "c_einsum", np.einsum)
+
+
+def ones_last_row(a):
+    """Scratch init: the last row of a work array is ones (a bias or offset row's factor)."""
+    a[-1] = 1
+
+
+def ones_last_column(a):
+    """Scratch init: the last column of a work array is ones (a bias or offset column)."""
+    a[:, -1] = 1
 
 
 class TableProduct:
@@ -603,11 +610,11 @@ class TableProduct:
         common.Scratch set of the calling kernel (the float64 input row is kept there)."""
         k = self.k
         if self.depthwise:
-            xa = bufs.array("table-x", (k + 1, self.w.shape[1]), np.float64, init=_last_row_ones)
+            xa = bufs.array("table-x", (k + 1, self.w.shape[1]), np.float64, init=ones_last_row)
             xa[:k] = x.reshape(k, -1)
-            key = _c_einsum("tc,tc->c", xa, self.w)
+            key = c_einsum("tc,tc->c", xa, self.w)
         else:
-            xa = bufs.array("table-x", (1, k + 1), np.float64, init=_last_column_ones)
+            xa = bufs.array("table-x", (1, k + 1), np.float64, init=ones_last_column)
             xa[0, :k] = x.reshape(-1)
             key = np.matmul(xa, self.w)
         idx = self.steps.searchsorted(key.reshape(-1), side="right")
@@ -615,14 +622,6 @@ class TableProduct:
             self.lut.take(idx, out=out.reshape(-1))
         else:
             out[...] = self.lut.take(idx).reshape(out.shape)
-
-
-def _last_row_ones(a):
-    a[-1] = 1
-
-
-def _last_column_ones(a):
-    a[:, -1] = 1
 
 
 # ---- exact rounding and 256-entry tables (8-bit operands) -----------------------------------
