@@ -68,8 +68,42 @@ def quantized(torch, runs):
                 best = min(best, (time.perf_counter() - t0) * 1e3)
         results.append((best, engine))
     best, engine = min(results)
-    print(f"torch_quant8 {best:.3f} {engine}")
+    print(f"torch_quant8 {best:.3f} {engine} numpy_gemm_floor {gemm_floor(torch, x, runs):.3f}")
     return 0
+
+
+def gemm_floor(torch, x, runs):
+    """Best ms of the network's dense products alone as bare float32 numpy matmuls, in this
+    process right after PyTorch's quantized runs: every convolution that is not depthwise (the
+    stem as its [pixels, 27] patch matrix, the 1x1 layers as [pixels, C]) and the fully
+    connected layer, with no depthwise layer, requantization, patch gathering or anything else.
+    float32 BLAS is the fastest product numpy has (it has no int8 GEMM: its integer matmul
+    does not use BLAS), so this is a floor under any numpy-based quant8 network."""
+    import numpy as np
+    shapes = []
+
+    def record(mod, inp, out):
+        if isinstance(mod, torch.nn.Linear):
+            shapes.append((inp[0].shape[0], mod.in_features, mod.out_features))
+        elif mod.groups == 1:
+            k = mod.in_channels * mod.kernel_size[0] * mod.kernel_size[1]
+            shapes.append((out.shape[2] * out.shape[3], k, mod.out_channels))
+    net = network(torch)
+    for mod in net.modules():
+        if isinstance(mod, (torch.nn.Conv2d, torch.nn.Linear)):
+            mod.register_forward_hook(record)
+    with torch.no_grad():
+        net(x)
+    rng = np.random.default_rng(0)
+    mats = [(rng.random((m, k), np.float32), rng.random((k, n), np.float32), np.empty((m, n), np.float32))
+            for m, k, n in shapes]
+    best = 1e30
+    for _ in range(max(runs, 10)):
+        t0 = time.perf_counter()
+        for a, b, o in mats:
+            np.matmul(a, b, out=o)
+        best = min(best, (time.perf_counter() - t0) * 1e3)
+    return best
 
 
 def main(runs=10):

@@ -78,10 +78,14 @@ def main():
             rows.append(("torch_eager_float32", torch_ms, "ms", None))
         r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "mobilenet_torch.py"), "--quantized"], env=ENV,
                            capture_output=True, text=True)
-        m = re.match(r"torch_quant8 ([\d.]+) (\w+)", r.stdout or "")
+        m = re.match(r"torch_quant8 ([\d.]+) (\w+)(?: numpy_gemm_floor ([\d.]+))?", r.stdout or "")
         torch_q_ms = float(m.group(1)) if m else None
         if m:
             rows.append((f"torch_quant8_{m.group(2)}", torch_q_ms, "ms", None))
+        if m and m.group(3):    # the network's dense products alone as float32 numpy matmuls
+            rows.append(("numpy_gemm_floor", float(m.group(3)), "ms", None))
+            ratios["numpy_gemm_floor"] = (float(m.group(3)) / torch_q_ms,
+                                          "PyTorch quantized: numpy's fastest product, before any other work")
         for kind, factor in (("float32", 2.0), ("quant8", 3.0)):
             r = subprocess.run([exe, kind, "10"], env=ENV, capture_output=True, text=True)
             if r.returncode != 0:
