@@ -10,7 +10,7 @@ from . import constants as C
 from .errors import NNError, op_failed, strict
 from .model import TEMP, INPUT, OUTPUT, CONST, CONST_REF, NO_VALUE, SUBGRAPH, Model
 from .ops.base import Info, Runtime
-from .ops.common import PoolBuffer
+from .ops.base import PoolBuffer
 from .event import halted, park, enter_run, leave_run
 from .operand import dims_text
 from . import profile

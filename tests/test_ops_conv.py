@@ -992,9 +992,9 @@ def test_one_pixel_quantized_layers_take_the_fused_path(monkeypatch):
     calls = []
     orig = Q.TableProduct.__call__
 
-    def spy(self, x, out, bufs):
+    def spy(self, x, out):
         calls.append(self.depthwise)
-        return orig(self, x, out, bufs)
+        return orig(self, x, out)
     monkeypatch.setattr(Q.TableProduct, "__call__", spy)
     for case in ONE_PIXEL_CASES:
         test_conv2d_quant_bit_exact("pc_signed", case)
@@ -1004,3 +1004,54 @@ def test_one_pixel_quantized_layers_take_the_fused_path(monkeypatch):
     test_fc_quant_bit_exact(1, True, 1)
     test_fc_quant_bit_exact(1, True, 3)
     assert calls == [False] * 3 + [True] * 3 + [False]
+
+
+def test_table_product_threads_shapes_and_caller_outputs():
+    """quant.TableProduct keeps a float64 input row per thread and a flat view of the last
+    output only when that output may be kept (its own or a plan temporary): 4 threads calling
+    one instance at once, inputs of two shapes of the same size, outputs that are plan-like
+    arrays and caller memory, all give the outputs of the full evaluation (the OutputStage on
+    the integer accumulator), and a caller's array is never kept."""
+    import threading
+    import nnapi_py.ops.quant as Q
+    rng = np.random.default_rng(7)
+    for depthwise in (False, True):
+        k, c = (5, 24) if depthwise else (48, 24)
+        taps = rng.integers(-127, 128, (k, c))
+        bias = rng.integers(-2000, 2000, c)
+        zx = -3
+        st = Q.OutputStage(rng.uniform(2e-4, 8e-4, c), 4, -128, 127, bias=bias,
+                           acc_bound=k * c * 255 * 127)
+        st.prepare_small(c)
+        tp = Q.TableProduct.for_stage(taps, zx, st, np.int8, depthwise)
+        assert tp is not None
+        shapes = [(1, k, 1, c), (1, 1, k, c)] if depthwise else [(1, 1, 1, k), (1, k)]
+
+        def expected(x):
+            xc = x.reshape(k, c) if depthwise else x.reshape(k)
+            acc = ((xc.astype(np.int64) - zx) * taps).sum(0) if depthwise else (xc.astype(np.int64) - zx) @ taps
+            ref = np.empty((1, c), np.int8)
+            st._passes(acc.reshape(1, c).astype(np.float64), ref)
+            return ref.reshape(-1)
+        errors = []
+
+        def work(seed):
+            r = np.random.default_rng(seed)
+            own = np.empty((1, 1, 1, c), np.int8)                    # owns its data: kept
+            for step in range(200):
+                x = r.integers(-128, 128, shapes[step % 2]).astype(np.int8)
+                caller = np.frombuffer(bytearray(c), np.int8)          # caller memory: never kept
+                out = own if step % 3 else caller
+                tp(x, out)
+                if not np.array_equal(out.reshape(-1), expected(x)):
+                    errors.append((seed, step))
+                last = tp._local.bufs[3]
+                if last is not None and last is not own:
+                    errors.append((seed, step, "kept a caller's array"))
+        threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+

@@ -226,13 +226,13 @@ def test_arena_argument_lists_take_each_runs_arrays_and_keep_none(monkeypatch):
 
 def test_views_kept_only_of_own_arrays_and_plan_temporaries():
     """Kernels keep views (im2col windows, depthwise rows) of their input from run to run
-    when it is their own padded copy or a plan temporary (ops.common.kept_array: its memory
+    when it is their own padded copy or a plan temporary (ops.base.kept_array: its memory
     is a PoolBuffer of the arena), never of a caller's array.  A VALID convolution reads a
     temporary and the caller's input directly; the results stay right across runs with new
     values, and the caller's array is not kept alive."""
     import gc
     import weakref
-    from nnapi_py.ops.common import PoolBuffer, kept_array
+    from nnapi_py.ops.base import PoolBuffer, kept_array
     assert kept_array(np.ndarray((2, 3), np.float32, buffer=PoolBuffer((64,), np.uint8)))
     assert kept_array(np.empty((2, 3), np.float32))
     assert not kept_array(np.frombuffer(bytearray(24), np.float32).reshape(2, 3))

@@ -260,3 +260,15 @@ def register(cls):
 def value_error(msg, at_runtime):
     """Value-dependent errors: BAD_DATA while compiling, OP_FAILED while executing."""
     return NNError(C.OP_FAILED if at_runtime else C.BAD_DATA, msg)
+
+
+class PoolBuffer(np.ndarray):
+    """The memory a plan's temporaries are views of (Plan.take_arena): an array whose base is
+    one lives as long as its arena, so a kernel may keep views of it from run to run."""
+
+
+def kept_array(a):
+    """True when views of a may be kept between runs: a kernel's own array (it owns its
+    data) or a plan temporary.  Never a caller's input or output (a view of user memory,
+    which the next run may replace and which must not be kept alive)."""
+    return a.flags.owndata or type(a.base) is PoolBuffer

@@ -222,18 +222,6 @@ def row_repeats(n, total, want=8192):
     return 1
 
 
-class PoolBuffer(np.ndarray):
-    """The memory a plan's temporaries are views of (Plan.take_arena): an array whose base is
-    one lives as long as its arena, so a kernel may keep views of it from run to run."""
-
-
-def kept_array(a):
-    """True when views of a may be kept between runs: a kernel's own array (it owns its
-    data) or a plan temporary.  Never a caller's input or output (a view of user memory,
-    which the next run may replace and which must not be kept alive)."""
-    return a.flags.owndata or type(a.base) is PoolBuffer
-
-
 class Derived:
     """fn(array) computed once from a constant operand, per call from a non-constant one.
 

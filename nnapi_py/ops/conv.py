@@ -29,11 +29,11 @@ import numpy as np
 
 from .. import constants as C
 from ..errors import strict
-from .base import Op, register, tname, value_error
+from .base import Op, kept_array, register, tname, value_error
 from . import quant as Q
 from .padding import implicit_padding, out_size, window_view, strided_view
 from .quant import OutputStage, centered_max, exact_dtype, scale_product
-from .common import F16, F32, I32, Q8, Q8S, QPC, FLOATS, Derived, Scratch, check_bias_quant, copy_pixels, row_repeats, kept_array
+from .common import F16, F32, I32, Q8, Q8S, QPC, FLOATS, Derived, Scratch, check_bias_quant, copy_pixels, row_repeats
 
 BOOL, INT32 = C.BOOL, C.INT32
 _einsum = Q.c_einsum
@@ -698,17 +698,15 @@ def _conv_like_build(op, ins, outs, L, groups_of=None):
         nchw, n, h, w, kh, kw, pads, dil, res.stages.const, packed, outs[0].dtype, False, res.zp)
     bias_const = ins[2].value
 
+    filter_src = packed.src
+
     def kernel(i, oarr):
-        pk = packed.get(i[1])
         out = oarr[0]
-        if out.size == 0:
+        if one is not None and i[1] is filter_src and i[2] is bias_const:
+            one(i[0], out)
             return
-        if one is not None and pk is packed.val and i[2] is bias_const:
-            bufs = scratch.take()
-            try:
-                one(i[0], out, bufs)
-            finally:
-                scratch.give(bufs)
+        pk = packed.get(i[1])
+        if out.size == 0:
             return
         on = out.transpose(0, 2, 3, 1) if nchw else out
         bufs = scratch.take()
@@ -941,17 +939,18 @@ class DepthwiseConv2D(ConvBase):
         one = None if not quant or m != 1 else _one_pixel(
             nchw, n, h, w, kh, kw, pads, (dh, dw), res.stages.const, packed, outs[0].dtype, True, zp)
         bias_const = ins[2].value
+        filter_src = packed.src
 
         def kernel(i, oarr):
             out = oarr[0]
+            if one is not None and i[1] is filter_src and i[2] is bias_const:
+                one(i[0], out)
+                return
             if out.size == 0:
                 return
             bufs = scratch.take()
             try:
-                if one is not None and i[2] is bias_const and packed.get(i[1]) is packed.val:
-                    one(i[0], out, bufs)
-                else:
-                    run(i, out, bufs)
+                run(i, out, bufs)
             finally:
                 scratch.give(bufs)
 

@@ -17,7 +17,7 @@ from .. import constants as C
 from .base import Op, register, value_error
 from . import quant as Q
 from .quant import OutputStage, centered_max, exact_dtype, scale_product  # noqa: F401  (re-exported)
-from .common import check_bias_quant, Derived, Scratch  # noqa: F401
+from .common import check_bias_quant, Derived
 
 F16, F32, I32 = C.TENSOR_FLOAT16, C.TENSOR_FLOAT32, C.TENSOR_INT32
 Q8, Q8S = C.TENSOR_QUANT8_ASYMM, C.TENSOR_QUANT8_ASYMM_SIGNED
@@ -157,17 +157,12 @@ class FullyConnected(Op):
                 const_stage.prepare_small(int(np.prod(out.dims)))
                 if int(out.dims[0]) == 1:          # one row (a streaming step): 4 numpy calls
                     one_row = Q.TableProduct.for_stage(gemm.val.wt, x.zp, const_stage, out.dtype)
-        scratch = Scratch()
 
         def k(i, o):
             g = gemm.get(i[1])
             const = const_stage is not None and g is gemm.val and i[2] is ins[2].value
             if one_row is not None and const and i[0].size == size:
-                bufs = scratch.take()
-                try:
-                    one_row(i[0], o[0], bufs)
-                finally:
-                    scratch.give(bufs)
+                one_row(i[0], o[0])
                 return
             st = const_stage if const else stage_for(g, i[2])
             acc = g(i[0].reshape(-1, size))

@@ -16,10 +16,12 @@ centered_max (when integer products are exact in float32 BLAS), the exact std::r
 (round_half_away) and the 256-entry tables of 8-bit operands.
 """
 import math
+import threading
 
 import numpy as np
 
 from .. import constants as C
+from .base import kept_array
 
 INT32_MIN = -(1 << 31)
 INT32_MAX = (1 << 31) - 1
@@ -590,7 +592,11 @@ class TableProduct:
     the input first), then one searchsorted and one lookup, instead of the 7-8 calls of
     input centring, GEMM or einsum, and the stage (a 1x1x1x64 -> 64 step 10.5 -> 6.7 us).
     taps: [K, O] (out[o] = sum_k x[k] taps[k, o]) or, depthwise, [T, C] (out[c] = sum_t
-    x[t, c] taps[t, c])."""
+    x[t, c] taps[t, c]).
+    Each thread keeps its own float64 input row (with its ones entry) and a view of it in the
+    input's shape, so a call copies the input in with one copyto and no reshape, and writes
+    through a kept flat view of the last output it was given (one call of each kind has no
+    Python work around it beyond a few attribute reads: 4.9 -> 3.3 us for 1x1x1x64 -> 64)."""
 
     def __init__(self, taps, zx, table, depthwise=False):
         steps, offs, lut = table
@@ -598,6 +604,7 @@ class TableProduct:
         last = np.broadcast_to(np.asarray(offs, np.float64), (t.shape[1],)) - zx * t.sum(0)
         self.w = np.ascontiguousarray(np.vstack([t, last[None]]))
         self.steps, self.lut, self.depthwise, self.k = steps, lut, depthwise, t.shape[0]
+        self._local = threading.local()     # per thread: (input shape, row, input view, out, flat out)
 
     @classmethod
     def for_stage(cls, taps, zx, stage, out_dtype, depthwise=False):
@@ -605,21 +612,33 @@ class TableProduct:
         table = None if stage is None else stage.small_table(out_dtype)
         return None if table is None else cls(taps, zx, table, depthwise)
 
-    def __call__(self, x, out, bufs):
-        """x: the layer's raw input (k values, or [T, C] depthwise); out: its output; bufs: a
-        common.Scratch set of the calling kernel (the float64 input row is kept there)."""
+    def _row(self, shape):
+        """A thread's float64 input row: [k + 1] (or [k + 1, C] depthwise) with a last entry
+        (row) of ones, and a view of its first k entries in the input's shape."""
         k = self.k
-        if self.depthwise:
-            xa = bufs.array("table-x", (k + 1, self.w.shape[1]), np.float64, init=ones_last_row)
-            xa[:k] = x.reshape(k, -1)
-            key = c_einsum("tc,tc->c", xa, self.w)
-        else:
-            xa = bufs.array("table-x", (1, k + 1), np.float64, init=ones_last_column)
-            xa[0, :k] = x.reshape(-1)
-            key = np.matmul(xa, self.w)
-        idx = self.steps.searchsorted(key.reshape(-1), side="right")
-        if out.flags.c_contiguous:
-            self.lut.take(idx, out=out.reshape(-1))
+        xa = np.ones((k + 1, self.w.shape[1]) if self.depthwise else (k + 1,), np.float64)
+        return xa, xa[:k].reshape(shape)
+
+    def __call__(self, x, out):
+        """x: the layer's raw input (k values, or [T, C] depthwise, in any shape of that size);
+        out: its output."""
+        loc = self._local
+        try:
+            shape, xa, xin, last, flat = loc.bufs
+        except AttributeError:
+            shape = last = flat = None
+        if x.shape != shape:
+            shape = x.shape
+            xa, xin = self._row(shape)
+            loc.bufs = (shape, xa, xin, last, flat)
+        np.copyto(xin, x)
+        key = c_einsum("tc,tc->c", xa, self.w) if self.depthwise else np.dot(xa, self.w)
+        idx = self.steps.searchsorted(key, side="right")
+        if out is not last:
+            flat = out.reshape(-1) if out.flags.c_contiguous else None
+            loc.bufs = (shape, xa, xin, out if kept_array(out) else None, flat)
+        if flat is not None:
+            self.lut.take(idx, out=flat)
         else:
             out[...] = self.lut.take(idx).reshape(out.shape)
 
