@@ -320,7 +320,6 @@ class Plan:
         slots = self.take_arena()
         steps = self._arena_steps(slots)
         enter_run()
-        s = 0
         try:
             for i, a, refs in zip(self.inputs, in_arrays, self.in_refs):
                 slots[i] = a
@@ -330,18 +329,25 @@ class Plan:
                 slots[i] = a
                 for s, side, k in refs:
                     steps[s][1 + side][k] = a
-            s = 0
+            ia = None
             try:
-                for kern, ia, oa in steps:
-                    if halted[0]:
-                        park()
-                    if deadline is not None and _now() > deadline:
-                        raise NNError(C.MISSED_DEADLINE_TRANSIENT, "the execution timeout expired")
-                    kern(ia, oa)
-                    s += 1
+                if deadline is None:        # the usual case: no per-step clock, no step counter
+                    for kern, ia, oa in steps:
+                        if halted[0]:
+                            park()
+                        kern(ia, oa)
+                else:
+                    for kern, ia, oa in steps:
+                        if halted[0]:
+                            park()
+                        if _now() > deadline:
+                            raise NNError(C.MISSED_DEADLINE_TRANSIENT, "the execution timeout expired")
+                        kern(ia, oa)
             except NNError:
                 raise
             except Exception as e:
+                # the failing step: the one whose input list (an object of its own) is bound
+                s = next((k for k, st in enumerate(steps) if st[1] is ia), len(self.steps))
                 oo = self.steps[s][2] if s < len(self.steps) else ()
                 raise kernel_failure(self._node_name(oo), oo, e) from None
         finally:
