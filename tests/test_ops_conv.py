@@ -1055,3 +1055,46 @@ def test_table_product_threads_shapes_and_caller_outputs():
             t.join()
         assert errors == []
 
+
+
+@pytest.mark.parametrize("depthwise", [False, True])
+@pytest.mark.parametrize("signed", [False, True])
+def test_table_product_direct_form_is_exact(depthwise, signed):
+    """quant.TableProduct's direct form (the requantized value as one exact float64 product,
+    then clamp and byte store) where the stage is in its float form without the negative
+    correction (a ReLU-type clamp at or above the zero point), its table form otherwise, and
+    the table form where the exactness bound fails (many large weights): every form gives
+    the stage's own evaluation of the integer accumulator, on random and extreme inputs."""
+    import nnapi_py.ops.quant as Q
+    rng = np.random.default_rng(11 + depthwise + 2 * signed)
+    dt = np.int8 if signed else np.uint8
+    qlo, qhi = (-128, 127) if signed else (0, 255)
+    for big in (False, True):
+        k, c = ((17, 32) if depthwise else (64, 48)) if not big else ((600, 8) if depthwise else (600, 8))
+        taps = rng.integers(-127, 128, (k, c)) if not big else np.where(rng.random((k, c)) < 0.5, -127, 127)
+        zx = int(rng.integers(qlo, qhi + 1))
+        for relu in (True, False):
+            zp = int(rng.integers(qlo + 20, qhi - 20))
+            lo = zp if relu else qlo
+            reals = rng.uniform(1e-3, 3e-3, c) if big else rng.uniform(1e-4, 3e-3, c)
+            bias = rng.integers(-5000, 5000, c)
+            st = Q.OutputStage(reals, zp, lo, qhi, bias=bias, acc_bound=k * 255 * 127)
+            st.prepare_small(c)
+            tp = Q.TableProduct.for_stage(taps, zx, st, dt, depthwise)
+            assert tp is not None
+            assert tp.direct == (st.mode == "float" and not st.need_neg and not big)
+            if big and relu:            # the exactness bound, not the stage's form, rules it out
+                assert st.mode == "float" and not st.need_neg
+            shape = (1, k, 1, c) if depthwise else (1, k)
+            xs = [rng.integers(qlo, qhi + 1, shape) for _ in range(60)]
+            xs += [np.full(shape, v) for v in (qlo, qhi, zx)]
+            xs += [np.where(np.sign(taps.reshape(shape) if depthwise else rng.random(shape) - 0.5) > 0, qhi, qlo)]
+            for x in xs:
+                x = x.astype(dt)
+                xc = x.astype(np.int64).reshape(k, -1) - zx
+                acc = (xc * taps).sum(0) if depthwise else xc[:, 0] @ taps
+                ref = np.empty((1, c), dt)
+                st._passes(acc.reshape(1, c).astype(np.float64), ref)
+                out = np.empty((1, 1, 1, c), dt)
+                tp(x, out)
+                np.testing.assert_array_equal(out.reshape(-1), ref.reshape(-1))

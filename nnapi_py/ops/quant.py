@@ -582,61 +582,141 @@ def ones_last_column(a):
     a[:, -1] = 1
 
 
+def _exact_affine(taps, zx, stage, out_dtype):
+    """(weights [K + 1, C], low [C], high [C], flip [C] or None) of TableProduct's direct form,
+    or None where it is not exact.  With the stage in its "float" form without the negative
+    correction (OutputStage._try_float: out = clamp(floor(acc * q + K)), q and K per channel,
+    exact for every value that can land in the clamp range), z = x . [taps * q; K + off -
+    zx * colsum(taps) * q] over the raw input x is acc * q + K + off itself, computed exactly
+    when every partial sum is: all terms are multiples of the finer of the two constants'
+    binary units, so a bound on the sum of their absolute values below 2**53 units (|x| <= 255)
+    makes any summation order (BLAS, FMA) exact.  off = 128 for int8 outputs: after the clamp
+    z >= 0, the byte store's truncation is the floor, and flipping the top bit makes the int8
+    value (OutputStage._float's own trick)."""
+    from fractions import Fraction
+    dt = np.dtype(out_dtype)
+    if stage.mode != "float" or stage.need_neg or dt.type not in (np.uint8, np.int8):
+        return None
+    t = np.asarray(taps, np.float64)
+    if t.ndim != 2 or not np.all(np.isfinite(t)) or np.any(t != np.rint(t)) or np.abs(t).max(initial=0) > 1 << 16:
+        return None
+    c = t.shape[1]
+    off = 128 if dt.type is np.int8 else 0
+    q = np.broadcast_to(np.asarray(stage.q, np.float64), (c,))
+    K = np.broadcast_to(np.asarray(stage.K, np.float64), (c,))
+    ti = t.astype(np.int64)
+    colsum, abssum = ti.sum(0), np.abs(ti).sum(0)
+    last = []
+    for j in range(c):
+        qf = Fraction(float(q[j]))
+        lf = Fraction(float(K[j])) + off - int(zx) * int(colsum[j]) * qf
+        unit = Fraction(1, max(qf.denominator, lf.denominator))       # both powers of two
+        if (255 * int(abssum[j]) * qf + abs(lf)) / unit >= 1 << 53 or Fraction(float(lf)) != lf:
+            return None
+        last.append(float(lf))
+    w = np.ascontiguousarray(np.vstack([t * q, np.asarray(last)[None]]))   # taps * q: exact
+    low = np.full(c, float(stage.lo + off))
+    high = np.full(c, float(stage.hi + off))
+    return w, low, high, (np.full(c, 0x80, np.uint8) if off else None)
+
+
 class TableProduct:
-    """The requantized output of a small quantized product in 4 numpy calls: a layer with one
-    output row (a convolution whose one output pixel reads its whole input, a depthwise one,
-    a one-row FULLY_CONNECTED: a streaming model's step) whose constant weights and bias have
-    an OutputStage with a step table (OutputStage._small).  The accumulator plus the table's
-    channel offsets is one float64 product of the raw input with [centred weights; offsets -
-    zx * the weights' column sums] (integers below 2**53: exact, the same keys as centring
-    the input first), then one searchsorted and one lookup, instead of the 7-8 calls of
-    input centring, GEMM or einsum, and the stage (a 1x1x1x64 -> 64 step 10.5 -> 6.7 us).
+    """The requantized output of a small quantized product in 5 numpy calls or fewer: a layer
+    with one output row (a convolution whose one output pixel reads its whole input, a
+    depthwise one, a one-row FULLY_CONNECTED: a streaming model's step) with constant weights
+    and bias.  One float64 product of the raw input with a matrix made at compilation gives,
+    per channel, either
+      direct  the requantized value itself, acc * q + K (+128 for int8), exactly
+              (_exact_affine; the stage's "float" form without its negative correction): then
+              clamp, byte store, [top-bit flip];
+      table   the accumulator plus the step table's channel offsets ([centred weights; offsets
+              - zx * the weights' column sums], integers below 2**53): then one searchsorted
+              and one lookup in the stage's step table (OutputStage._small).
+    The direct form keeps no table: a model's step tables (128 KB a 64-channel layer) do not
+    stay in cache from one step to the next, so the table form was 4.1 us a 1x1x1x64 layer in
+    a running model against 3.3 us alone, and took some 50 steps to warm up.
     taps: [K, O] (out[o] = sum_k x[k] taps[k, o]) or, depthwise, [T, C] (out[c] = sum_t
     x[t, c] taps[t, c]).
-    Each thread keeps its own float64 input row (with its ones entry) and a view of it in the
-    input's shape, so a call copies the input in with one copyto and no reshape, and writes
-    through a kept flat view of the last output it was given (one call of each kind has no
-    Python work around it beyond a few attribute reads: 4.9 -> 3.3 us for 1x1x1x64 -> 64)."""
+    Each thread keeps its own float64 input row (with its ones entry), a view of it in the
+    input's shape, the product's output row, and a flat (byte) view of the last output it was
+    given when that may be kept (base.kept_array), so a call has no Python work around its numpy
+    calls beyond a few attribute reads."""
 
-    def __init__(self, taps, zx, table, depthwise=False):
-        steps, offs, lut = table
+    def __init__(self, taps, zx, table=None, depthwise=False, direct=None):
         t = np.asarray(taps, np.float64)
-        last = np.broadcast_to(np.asarray(offs, np.float64), (t.shape[1],)) - zx * t.sum(0)
-        self.w = np.ascontiguousarray(np.vstack([t, last[None]]))
-        self.steps, self.lut, self.depthwise, self.k = steps, lut, depthwise, t.shape[0]
-        self._local = threading.local()     # per thread: (input shape, row, input view, out, flat out)
+        self.depthwise, self.k, self.c = depthwise, t.shape[0], t.shape[1]
+        if direct is not None:
+            self.w, self.low, self.high, self.flip = direct
+            self.steps = self.lut = None
+        else:
+            steps, offs, lut = table
+            last = np.broadcast_to(np.asarray(offs, np.float64), (t.shape[1],)) - zx * t.sum(0)
+            self.w = np.ascontiguousarray(np.vstack([t, last[None]]))
+            self.steps, self.lut = steps, lut
+        self._local = threading.local()     # per thread: (input shape, row, input view, out, flat out, z)
 
     @classmethod
     def for_stage(cls, taps, zx, stage, out_dtype, depthwise=False):
-        """One for this constant stage, or None when it has no step table."""
-        table = None if stage is None else stage.small_table(out_dtype)
+        """One for this constant stage, or None when it has neither form."""
+        if stage is None:
+            return None
+        direct = _exact_affine(taps, zx, stage, out_dtype)
+        if direct is not None:
+            return cls(taps, zx, None, depthwise, direct)
+        table = stage.small_table(out_dtype)
         return None if table is None else cls(taps, zx, table, depthwise)
+
+    @property
+    def direct(self):
+        return self.steps is None
 
     def _row(self, shape):
         """A thread's float64 input row: [k + 1] (or [k + 1, C] depthwise) with a last entry
         (row) of ones, and a view of its first k entries in the input's shape."""
         k = self.k
-        xa = np.ones((k + 1, self.w.shape[1]) if self.depthwise else (k + 1,), np.float64)
+        xa = np.ones((k + 1, self.c) if self.depthwise else (k + 1,), np.float64)
         return xa, xa[:k].reshape(shape)
+
+    def _flat(self, out):
+        """The flat view the result is stored through (bytes in the direct form), or None."""
+        if not out.flags.c_contiguous:
+            return None
+        return out.reshape(-1).view(np.uint8) if self.steps is None else out.reshape(-1)
 
     def __call__(self, x, out):
         """x: the layer's raw input (k values, or [T, C] depthwise, in any shape of that size);
         out: its output."""
         loc = self._local
         try:
-            shape, xa, xin, last, flat = loc.bufs
+            shape, xa, xin, last, flat, z = loc.bufs
         except AttributeError:
             shape = last = flat = None
+            z = np.empty(self.c, np.float64)
         if x.shape != shape:
             shape = x.shape
             xa, xin = self._row(shape)
-            loc.bufs = (shape, xa, xin, last, flat)
+            loc.bufs = (shape, xa, xin, last, flat, z)
         np.copyto(xin, x)
-        key = c_einsum("tc,tc->c", xa, self.w) if self.depthwise else np.dot(xa, self.w)
-        idx = self.steps.searchsorted(key, side="right")
+        if self.depthwise:
+            c_einsum("tc,tc->c", xa, self.w, out=z)
+        else:
+            np.dot(xa, self.w, out=z)
         if out is not last:
-            flat = out.reshape(-1) if out.flags.c_contiguous else None
-            loc.bufs = (shape, xa, xin, out if kept_array(out) else None, flat)
+            flat = self._flat(out)
+            loc.bufs = (shape, xa, xin, out if kept_array(out) else None, flat, z)
+        if self.steps is None:
+            if _CLIP_UFUNC is not None:
+                _CLIP_UFUNC(z, self.low, self.high, out=z)
+            else:
+                np.clip(z, self.low, self.high, out=z)
+            b = flat if flat is not None else np.empty(self.c, np.uint8)
+            b[...] = z
+            if self.flip is not None:
+                np.bitwise_xor(b, self.flip, out=b)
+            if flat is None:
+                out[...] = b.view(out.dtype).reshape(out.shape)
+            return
+        idx = self.steps.searchsorted(z, side="right")
         if flat is not None:
             self.lut.take(idx, out=flat)
         else:
