@@ -1,7 +1,8 @@
 """Real .tflite models: nnapi_py (through the C library) beside LiteRT with XNNPACK, without
 XNNPACK (builtin kernels) and with its reference kernels; one thread, same process, same
-inputs, the four timed in turn: in each of 5 rounds, 4 runs of one then 4 of the next
-(medians of the 20). Prints "tflite <model> <ours> <xnnpack> <builtin> <reference>" (ms; nan
+inputs, the four timed in turn: in each of 11 rounds, 4 runs of one then 4 of the next
+(medians of the 44; the reference kernels, only shown for scale, 1 run a round), each after
+a 0.5 s warm-up. Prints "tflite <model> <ours> <xnnpack> <builtin> <reference>" (ms; nan
 where LiteRT cannot run a variant), or "tflite unavailable (<reason>)".
 """
 import math
@@ -16,23 +17,33 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
 
 
-def interleaved_ms(fns, rounds, per_round):
-    """Median ms of each of fns over rounds x per_round runs: in every round each fn runs
-    per_round times in a row (the runs a user's loop makes: the model's own memory in cache),
-    then the next fn.  A slow spell of the machine hits all of them alike, so the ratios hold."""
+WARMUP_S = 0.5     # LiteRT's benchmark_model default (--warmup_min_secs=0.5, at least one run)
+
+
+def interleaved_ms(fns, rounds, per_round, warmup_s=WARMUP_S):
+    """Median ms of each of fns over rounds x per_round runs (per_round: one count for all,
+    or one per fn): in every round each fn runs its per_round times in a row (the runs a user's loop makes: the model's own memory in cache),
+    then the next fn.  A slow spell of the machine hits all of them alike, so the ratios hold.
+    Each fn first runs for warmup_s seconds (at least once), as LiteRT's benchmark_model warms
+    up: steady state is what a loop over frames or audio steps sees (a streaming model's step
+    tables reach the cache over its first ~50 steps)."""
     for f in fns:
+        end = time.perf_counter() + warmup_s
         f()
+        while time.perf_counter() < end:
+            f()
     ts = [[] for _ in fns]
+    counts = per_round if isinstance(per_round, (list, tuple)) else [per_round] * len(fns)
     for _ in range(rounds):
-        for f, t in zip(fns, ts):
-            for _ in range(per_round):
+        for f, t, count in zip(fns, ts, counts):
+            for _ in range(count):
                 t0 = time.perf_counter()
                 f()
                 t.append((time.perf_counter() - t0) * 1e3)
     return [statistics.median(t) for t in ts]
 
 
-def main(rounds=5, per_round=4):
+def main(rounds=11, per_round=4):
     try:
         from ai_edge_litert.interpreter import Interpreter, OpResolverType
         import nnapi_py.tflite as T
@@ -47,6 +58,7 @@ def main(rounds=5, per_round=4):
         ins = [(rng.uniform(-1, 1, o.dims) if o.type.dtype.kind == "f" else rng.integers(-128, 128, o.dims))
                .astype(o.type.dtype) for o in m.nn_model.inputs if not o.name.startswith("state:")]
         fns = [lambda: m.run(ins)]
+        counts = [per_round]
         where = []                  # position of each LiteRT variant in fns (None: cannot run it)
         for kind in (OpResolverType.AUTO, OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES, OpResolverType.BUILTIN_REF):
             try:
@@ -60,7 +72,8 @@ def main(rounds=5, per_round=4):
                 continue
             where.append(len(fns))
             fns.append(it.invoke)
-        ms = interleaved_ms(fns, rounds, per_round)
+            counts.append(1 if kind == OpResolverType.BUILTIN_REF else per_round)   # 10-40x slower: shown only
+        ms = interleaved_ms(fns, rounds, counts)
         theirs = [math.nan if k is None else ms[k] for k in where]
         print(f"tflite {name} {ms[0]:.3f} {theirs[0]:.3f} {theirs[1]:.3f} {theirs[2]:.3f}", flush=True)
     return 0
