@@ -41,7 +41,6 @@ import glob
 import gzip
 import json
 import os
-import re
 import sys
 import tempfile
 import textwrap

@@ -464,8 +464,6 @@ def test_ssd_head_matches_numpy():
     na = len(anchors)
     logits = rng.normal(-1.5, 2.0, (1, na, nc)).astype(f32)
     regression = rng.normal(0, 0.8, (1, na, 4)).astype(f32)
-    p = dict(scales=(10.0, 10.0, 5.0, 5.0), regular=True, max_det=10, max_cls=1, per_cls=5, score_th=0.5,
-             iou_th=0.45, bg=False)
     fs = T.f32s
     operands = [T.f32([1, na, nc], logits), T.f32([1, na, nc]), T.f32([1, na, 4], regression),
                 T.f32([na, 4], anchors, const=True),

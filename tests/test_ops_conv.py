@@ -404,7 +404,6 @@ def test_fc_relu1_clamp_rounds_half_away_from_zero():
 def test_fc_validation(case, words):
     xq = Opd(Q8, [2, 4], None, 0.5, 0)
     wq = Opd(Q8, [4, 4], np.zeros((4, 4)), 0.5, 0, const=True)
-    bq = Opd(I32T, [4], np.zeros(4), 0.25, 0, const=True)
     oq = Opd(Q8, [2, 4], None, 1.0, 0)
     x, w, b, o = T.f32([2, 4]), T.f32([4, 4], np.zeros((4, 4)), True), T.f32([4], np.zeros(4), True), T.f32([2, 4])
     ins = {"bias_type": [xq, wq, T.f32([4], np.zeros(4), True), T.i32(0)],
