@@ -457,7 +457,7 @@ RUN_CASES = [
     (1, 7, 9, 21, 3, 3, 3, (2, 1), "SAME", (1, 1), False, 2),
 ]
 # one output pixel reading the whole input (a streaming step): quantized, the fused path
-# (quant.TableProduct: one float64 product with the raw input, then the stage's step table);
+# (quant.TableProduct: one float64 product with the raw input, then a clamp or the stage's step table);
 # the NCHW case takes the usual path
 ONE_PIXEL_CASES = [
     (1, 1, 1, 64, 64, 1, 1, (1, 1), "VALID", (1, 1), False, 0),
@@ -1003,6 +1003,31 @@ def test_one_pixel_quantized_layers_take_the_fused_path(monkeypatch):
     test_fc_quant_bit_exact(1, True, 1)
     test_fc_quant_bit_exact(1, True, 3)
     assert calls == [False] * 3 + [True] * 3 + [False]
+
+
+def test_one_pixel_step_table_only_for_the_table_form(monkeypatch):
+    """A one-pixel layer's stage gets its step table at compilation only when its
+    TableProduct takes the table form; the direct form needs none (and the layers above take
+    both forms, conv, depthwise and FULLY_CONNECTED)."""
+    import nnapi_py.ops.quant as Q
+    made = []
+    orig = Q.TableProduct.for_stage.__func__
+
+    def spy(cls, taps, zx, stage, out_dtype, depthwise=False):
+        tp = orig(cls, taps, zx, stage, out_dtype, depthwise)
+        made.append((tp, stage))
+        return tp
+    monkeypatch.setattr(Q.TableProduct, "for_stage", classmethod(spy))
+    for case in ONE_PIXEL_CASES:
+        test_conv2d_quant_bit_exact("pc_signed", case)
+    for case in DW_CASES[-3:]:
+        test_depthwise_quant_bit_exact("q8", case)
+    test_fc_quant_bit_exact(1, True, 1)
+    forms = [tp.direct for tp, _ in made if tp is not None]
+    assert True in forms and False in forms
+    for tp, stage in made:
+        if tp is not None:
+            assert (stage._steps is None) == tp.direct
 
 
 def test_table_product_threads_shapes_and_caller_outputs():

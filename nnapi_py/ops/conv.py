@@ -398,17 +398,22 @@ class _QuantSetup:
 
 
 class _StageCache:
-    """OutputStage for (packed filter, bias) -- prepared once when both are constants."""
+    """OutputStage for (packed filter, bias) -- prepared once when both are constants.  For a
+    layer whose one output pixel reads its whole input (one_pixel: its depthwise flag) also
+    the quant.TableProduct of that stage (zx: the input zero point); the stage's step table
+    is made here only when no TableProduct takes its direct form (which needs none)."""
 
-    def __init__(self, qs, packed, bias_value):
+    def __init__(self, qs, packed, bias_value, one_pixel=None, zx=0):
         self.qs = qs
         self.packed = packed
         self.bias_src = bias_value
-        self.const = None
+        self.const = self.one = None
         if packed.val is not None and bias_value is not None:
             self.const = qs.stage(bias_value, packed.val.bound)
+            if one_pixel is not None:
+                self.one = Q.TableProduct.for_stage(packed.val.mat, zx, self.const, qs.out.dtype, one_pixel)
             dims = qs.out.dims
-            if dims is not None and all(dims):
+            if self.one is None and dims is not None and all(dims):
                 self.const.prepare_small(int(np.prod(dims)))
 
     def get(self, pk, bias):
@@ -443,18 +448,22 @@ def _packed_filter(ins, o, out_last, arrange):
 
 class _Output:
     """The output side of a layer's build: quantized -> an OutputStage per (packed filter,
-    bias), float -> the float32 bias; zp is the input zero point the input is centred by."""
+    bias), float -> the float32 bias; zp is the input zero point the input is centred by.
+    one: the quant.TableProduct of a quantized one-pixel layer (one_pixel: None, or the
+    layer's depthwise flag when _one_pixel holds) with constant filter and bias, else None."""
 
-    def __init__(self, ins, outs, fuse, packed):
+    def __init__(self, ins, outs, fuse, packed, one_pixel=None):
         self.quant = ins[0].type not in FLOATS
         self.fuse = fuse
         self._aug = None
         self._tiles = None
         self._epi = None
         self._bias_const = ins[2].value         # None unless the bias is a constant
+        self.one = None
         if self.quant:
-            self.stages = _StageCache(_QuantSetup(ins, outs, fuse), packed, ins[2].value)
             self.zp = ins[0].zp
+            self.stages = _StageCache(_QuantSetup(ins, outs, fuse), packed, ins[2].value, one_pixel, self.zp)
+            self.one = self.stages.one
         else:
             self.fbias = Derived(ins[2].value, lambda bv: bv.astype(np.float32))
             self.zp = 0
@@ -495,16 +504,14 @@ class _Output:
 
 
 # ---- one output pixel of a quantized streaming step ----------------------------------------------
-def _one_pixel(nchw, n, h, w, kh, kw, pads, dil, stage, packed, out_dtype, depthwise, zp):
-    """quant.TableProduct for a quantized layer whose single output pixel reads its whole
-    input (input height x width = the filter's, no padding, batch 1, NHWC: a streaming
-    model's step) with a constant filter and bias; None where that does not apply.  The
-    packed filter is [KH*KW*C, O] (convolution) or [KH*KW, C] (depthwise, one output
-    column): the patch values of the one pixel in the input's own order."""
-    if nchw or n != 1 or (h, w) != (kh, kw) or any(pads) or tuple(dil) != (1, 1) \
-            or packed.val is None:
-        return None
-    return Q.TableProduct.for_stage(packed.val.mat, zp, stage, out_dtype, depthwise)
+def _one_pixel(nchw, n, h, w, kh, kw, pads, dil, packed):
+    """True for a layer whose single output pixel reads its whole input (input height x
+    width = the filter's, no padding, batch 1, NHWC: a streaming model's step) with a
+    constant filter: quantized, it gets a quant.TableProduct (_Output.one).  The packed
+    filter is [KH*KW*C, O] (convolution) or [KH*KW, C] (depthwise, one output column): the
+    patch values of the one pixel in the input's own order."""
+    return not (nchw or n != 1 or (h, w) != (kh, kw) or any(pads) or tuple(dil) != (1, 1)
+                or packed.val is None)
 
 
 # ---- im2col convolution core (CONV_2D, GROUPED_CONV_2D) ----------------------------------------
@@ -692,10 +699,10 @@ def _conv_like_build(op, ins, outs, L, groups_of=None):
         return np.ascontiguousarray(wf.reshape(groups, og, -1).transpose(0, 2, 1), dtype=dtype)
 
     packed = _packed_filter(ins, o, False, arrange)
-    res = _Output(ins, outs, fuse, packed)
+    whole = groups == 1 and _one_pixel(nchw, n, h, w, kh, kw, pads, dil, packed)
+    res = _Output(ins, outs, fuse, packed, one_pixel=False if whole else None)
     scratch = Scratch()
-    one = None if groups != 1 or not res.quant else _one_pixel(
-        nchw, n, h, w, kh, kw, pads, dil, res.stages.const, packed, outs[0].dtype, False, res.zp)
+    one = res.one
     bias_const = ins[2].value
 
     filter_src = packed.src
@@ -929,15 +936,15 @@ class DepthwiseConv2D(ConvBase):
             return np.ascontiguousarray(np.tile(wf.reshape(kh * kw, o).astype(dtype), (1, ow)))
 
         packed = _packed_filter(ins, o, True, arrange)
-        res = _Output(ins, outs, fuse, packed)
+        whole = m == 1 and _one_pixel(nchw, n, h, w, kh, kw, pads, (dh, dw), packed)
+        res = _Output(ins, outs, fuse, packed, one_pixel=True if whole else None)
         zp = res.zp
         pt, pb, pl, pr = pads
         row = ow * o
         geom = (n, oh, ow, o, kh, kw, sh, sw, dh, dw)
         scratch = Scratch()
 
-        one = None if not quant or m != 1 else _one_pixel(
-            nchw, n, h, w, kh, kw, pads, (dh, dw), res.stages.const, packed, outs[0].dtype, True, zp)
+        one = res.one
         bias_const = ins[2].value
         filter_src = packed.src
 

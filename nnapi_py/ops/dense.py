@@ -154,9 +154,10 @@ class FullyConnected(Op):
         if w.value is not None and ins[2].value is not None:
             const_stage = stage_for(gemm.val, ins[2].value)
             if out.dims is not None and all(out.dims):
-                const_stage.prepare_small(int(np.prod(out.dims)))
-                if int(out.dims[0]) == 1:          # one row (a streaming step): 4 numpy calls
+                if int(out.dims[0]) == 1:          # one row (a streaming step): quant.TableProduct
                     one_row = Q.TableProduct.for_stage(gemm.val.wt, x.zp, const_stage, out.dtype)
+                if one_row is None:                # (its table form made the step table itself)
+                    const_stage.prepare_small(int(np.prod(out.dims)))
 
         def k(i, o):
             g = gemm.get(i[1])

@@ -657,12 +657,14 @@ class TableProduct:
 
     @classmethod
     def for_stage(cls, taps, zx, stage, out_dtype, depthwise=False):
-        """One for this constant stage, or None when it has neither form."""
+        """One for this constant stage, or None when it has neither form.  The table form has
+        the stage make its step table now (at compilation); the direct form needs none."""
         if stage is None:
             return None
         direct = _exact_affine(taps, zx, stage, out_dtype)
         if direct is not None:
             return cls(taps, zx, None, depthwise, direct)
+        stage.prepare_small(np.shape(taps)[1])
         table = stage.small_table(out_dtype)
         return None if table is None else cls(taps, zx, table, depthwise)
 
