@@ -9,8 +9,7 @@ import numpy as np
 from . import constants as C
 from .errors import NNError, op_failed, strict
 from .model import TEMP, INPUT, OUTPUT, CONST, CONST_REF, NO_VALUE, SUBGRAPH, Model
-from .ops.base import Info, Runtime
-from .ops.base import PoolBuffer
+from .ops.base import Info, PoolBuffer, Runtime
 from .event import halted, park, enter_run, leave_run
 from .operand import dims_text
 from . import profile
@@ -30,6 +29,15 @@ def _new_pool(nbytes):
     """The memory of one group of shared temporaries, uninitialised (like np.empty): a
     PoolBuffer, so kernels know arrays made over it may be kept in their views."""
     return PoolBuffer((nbytes,), np.uint8)
+
+
+def _set_constant_input(infos, tmpl, node, pos, type_code, value):
+    """A fold's rewiring: input pos of node becomes a new constant operand (type_code, value);
+    the model's own operands are untouched."""
+    idx = len(infos)
+    infos.append(Info(type_code, tuple(np.shape(value)), 0.0, 0, None, value, False, idx))
+    tmpl.append(value)
+    node.ins = tuple(idx if j == pos else i for j, i in enumerate(node.ins))
 
 
 class Node:
@@ -184,10 +192,7 @@ class Plan:
             f = infos[p.ins[k]]
             if f.value is None or f.type != C.INT32 or int(f.value) != C.FUSED_NONE:
                 continue
-            idx = len(infos)                       # the new FuseCode constant
-            infos.append(Info(C.INT32, (), 0.0, 0, None, np.int32(code), False, idx))
-            tmpl.append(np.int32(code))
-            p.ins = tuple(idx if j == k else i for j, i in enumerate(p.ins))
+            _set_constant_input(infos, tmpl, p, k, C.INT32, np.int32(code))     # the new FuseCode
             p.outs = tuple(node.outs)
             producer[node.outs[0]] = p
             folded.append(node)
@@ -230,12 +235,8 @@ class Plan:
             if nb is None:
                 continue
             zero = np.zeros_like(np.asarray(bias, np.float32))
-            for node, pos, val in ((p, k, zero), (c, 2, nb)):
-                idx = len(infos)
-                old = infos[node.ins[pos]]
-                infos.append(Info(old.type, tuple(val.shape), 0.0, 0, None, val, False, idx))
-                tmpl.append(val)
-                node.ins = tuple(idx if j == pos else i for j, i in enumerate(node.ins))
+            _set_constant_input(infos, tmpl, p, k, infos[p.ins[k]].type, zero)
+            _set_constant_input(infos, tmpl, c, 2, infos[c.ins[2]].type, nb)
             folded += 1
         return folded
 
