@@ -515,6 +515,16 @@ def _one_pixel(nchw, n, h, w, kh, kw, pads, dil, packed):
 
 
 # ---- im2col convolution core (CONV_2D, GROUPED_CONV_2D) ----------------------------------------
+def _ones_last_row(a):
+    """Scratch init: the last row of a work array is ones (the bias row's factor)."""
+    a[-1] = 1
+
+
+def _ones_last_column(a):
+    """Scratch init: the last column of a work array is ones (the bias column's factor)."""
+    a[:, -1] = 1
+
+
 def _conv_blocks(xp, pk, geom, on, epi, groups, bufs, aug):
     """xp: padded NHWC input (compute dtype); pk.mat: [KH*KW*Cg, O] (groups == 1) or
     [G, KH*KW*Cg, Og]; on: NHWC view of the output.  Accumulators reach the epilogue as
@@ -536,7 +546,7 @@ def _conv_blocks(xp, pk, geom, on, epi, groups, bufs, aug):
                                                   or xp.shape[2] != ow) else xp
         if aug is not None and o >= 2 * c:
             npix = n * oh * ow
-            xa = bufs.array("ones", (npix, c + 1), pk.dtype, init=Q.ones_last_column)
+            xa = bufs.array("ones", (npix, c + 1), pk.dtype, init=_ones_last_column)
             xa[:, :c].reshape(src.shape)[...] = src
             np.matmul(xa, aug, out=on.reshape(-1, o))                        # GEMM + bias
             Q.apply_float_activation(on, epi.fuse)
@@ -590,7 +600,7 @@ def _conv_blocks(xp, pk, geom, on, epi, groups, bufs, aug):
             dst = on[b, r0:r1]
             if groups == 1 and aug is not None:
                 np_ = (r1 - r0) * ow
-                cols = bufs.array("cols+1", (rows * ow, kdim + 1), pk.dtype, init=Q.ones_last_column)[:np_]
+                cols = bufs.array("cols+1", (rows * ow, kdim + 1), pk.dtype, init=_ones_last_column)[:np_]
                 _im2col(cols, kdim, win, runs, b, r0, r1)
                 np.matmul(cols, aug, out=dst.reshape(-1, o))                     # GEMM + bias
                 Q.apply_float_activation(dst, epi.fuse)
@@ -661,7 +671,7 @@ def _conv_blocks_transposed(win, pk, on, epi, bufs, aug, rows, direct):
     kdim = kh * kw * c
     mat = pk.mat if aug is None else aug
     k = mat.shape[0]
-    colsT = bufs.array("colsT", (k, rows * ow), pk.dtype, init=Q.ones_last_row if aug is not None else None)
+    colsT = bufs.array("colsT", (k, rows * ow), pk.dtype, init=_ones_last_row if aug is not None else None)
     for b in range(n):
         for r0 in range(0, oh, rows):
             r1 = min(oh, r0 + rows)

@@ -572,16 +572,6 @@ class OutputStage:
 c_einsum = getattr(getattr(getattr(np, "_core", None), "multiarray", None), "c_einsum", np.einsum)
 
 
-def ones_last_row(a):
-    """Scratch init: the last row of a work array is ones (a bias or offset row's factor)."""
-    a[-1] = 1
-
-
-def ones_last_column(a):
-    """Scratch init: the last column of a work array is ones (a bias or offset column)."""
-    a[:, -1] = 1
-
-
 def _exact_affine(taps, zx, stage, out_dtype):
     """(weights [K + 1, C], low [C], high [C], flip [C] or None) of TableProduct's direct form,
     or None where it is not exact.  With the stage in its "float" form without the negative
