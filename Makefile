@@ -3,6 +3,9 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 LIB    := build/lib/libneuralnetworks.so
+LEVELS := 1 2 3 4 5 6 7 8
+# one library per NNAPI feature level: only that level's functions exported (build_ffi.py)
+LEVEL_LIBS := $(foreach n,$(LEVELS),build/lib/feature-level-$(n)/libneuralnetworks.so)
 CC     ?= cc
 CFLAGS ?= -O2 -std=c11 -Wall -Wextra
 PREFIX ?= /usr/local
@@ -38,14 +41,14 @@ $(VENV)/.test-ready: $(VENV)/.ready
 	  echo "warning: could not install $(TFLITE); the .tflite tests will skip"; }
 	touch $@
 
-$(LIB): $(VENV)/.ready build_ffi.py include/android/NeuralNetworks.h include/nnapi_py.h
+$(LIB) $(LEVEL_LIBS) &: $(VENV)/.ready build_ffi.py include/android/NeuralNetworks.h include/nnapi_py.h
 	$(PY) build_ffi.py --out build/lib
 
 # The runtime's bytecode, written once here: a process that starts the library (cold start)
 # then loads it instead of compiling ~25 modules (0.20 -> 0.10 s where PYTHONDONTWRITEBYTECODE
 # is set or the checkout is read-only for the user running it).  Python recompiles a module in
 # memory when its source is newer, so an edited file is never run stale.
-lib: $(LIB) build/lib/pkgconfig/neuralnetworks.pc
+lib: $(LIB) $(LEVEL_LIBS) build/lib/pkgconfig/neuralnetworks.pc
 	@$(PY) -m compileall -q nnapi_py >/dev/null
 
 build/lib/pkgconfig/neuralnetworks.pc: Makefile
@@ -74,6 +77,8 @@ bench-profile: lib
 install: lib
 	install -d $(PREFIX)/lib $(PREFIX)/include/android $(PREFIX)/lib/pkgconfig
 	install -m 755 $(LIB) $(PREFIX)/lib/libneuralnetworks.so
+	for n in $(LEVELS); do install -d $(PREFIX)/lib/nnapi_py/feature-level-$$n && \
+	  install -m 755 build/lib/feature-level-$$n/libneuralnetworks.so $(PREFIX)/lib/nnapi_py/feature-level-$$n/; done
 	install -m 644 include/android/NeuralNetworks.h $(PREFIX)/include/android/
 	install -m 644 include/NeuralNetworks.h include/nnapi_py.h $(PREFIX)/include/
 	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: neuralnetworks\nDescription: Android NNAPI for Linux (nnapi_py)\nVersion: 0.1.0\nLibs: -L$${libdir} -Wl,-rpath,$${libdir} -lneuralnetworks\nCflags: -I$${includedir}\n' "$(PREFIX)" > $(PREFIX)/lib/pkgconfig/neuralnetworks.pc

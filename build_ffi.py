@@ -7,12 +7,22 @@ unpacked into scalars) and (2) an exported C function ``<name>`` that makes sure
 runtime is up (else returns ANEURALNETWORKS_OP_FAILED) and forwards.  Nothing is written by
 hand per function: the rules below apply to parameter types.
 
-Usage: python build_ffi.py [--out build/lib] [--pkgdir DIR]   (see Makefile)
+Besides the library itself it writes one library per NNAPI feature level,
+``<out>/feature-level-N/libneuralnetworks.so`` for N = 1..8: the same compiled object relinked
+with an export list of the functions of levels <= N (the header's "FLn (API m)" notes; levels
+6-8 export level 5's set, no function was added after it) and a baked-in default level, so a
+client that decides which Android release it talks to by the symbols it finds (TFLite's NNAPI
+delegate, PyTorch's loader) sees exactly that release.
+
+Usage: python build_ffi.py [--out build/lib] [--tmp DIR] [--package-root DIR] [--no-levels]
+(see Makefile)
 """
 import argparse
 import os
 import re
+import shlex
 import site
+import subprocess
 import sys
 import sysconfig
 
@@ -23,6 +33,9 @@ HEADER = os.path.join(ROOT, "include", "android", "NeuralNetworks.h")
 EXTRA_HEADER = os.path.join(ROOT, "include", "nnapi_py.h")
 OP_FAILED = 5
 
+_LEVEL_NOTE = re.compile(r"^/\*\s*FL(\d)\s*\(API \d+\)[^\n]*\n(?:int|void|uint64_t|int64_t)\s+(ANeuralNetworks\w+)\(", re.M)
+FEATURE_LEVELS = range(1, 9)
+LAST_FUNCTION_LEVEL = 5      # no ANeuralNetworks* function was added at feature levels 6..8
 _PROTO = re.compile(r"^(int|void|uint64_t|int64_t)\s+(ANeuralNetworks\w+)\((.*)\);\s*$", re.M)
 
 
@@ -43,6 +56,16 @@ def parse_prototypes(text):
                 ps.append((m.group(1).strip(), m.group(2)))
         protos.append((ret, name, ps))
     return protos
+
+
+def function_levels(text):
+    """{function: the feature level that introduced it}, from the header's per-prototype notes."""
+    return {name: int(level) for level, name in _LEVEL_NOTE.findall(text)}
+
+
+def exports_at(level, levels):
+    """The ANeuralNetworks* functions a feature-level-`level` library exports."""
+    return sorted(n for n, lv in levels.items() if lv <= min(level, LAST_FUNCTION_LEVEL))
 
 
 _OPAQUE = re.compile(r"^(const\s+)?(ANeuralNetworks(Model|Compilation|Execution|Memory|MemoryDesc|Burst|Event|Device)|AHardwareBuffer)\s*\*$")
@@ -84,6 +107,7 @@ def generate(protos):
         "int nnpy_owns_interpreter(void);",
         "const char* nnpy_so_path(void);",
         "int nnpy_force_failure(void);",
+        "int nnpy_library_level(void);",
         "const char* nnpy_baked_paths(void);",
         "void nnpy_batch_operands_for(uintptr_t model);",
         "void nnpy_stop_batching(uintptr_t model);",
@@ -129,7 +153,7 @@ def generate(protos):
         else:  # uint64_t / int64_t getters: documented constants when the runtime is down
             fallback = {"ANeuralNetworks_getDefaultLoopTimeout": "2000000000ULL",
                         "ANeuralNetworks_getMaximumLoopTimeout": "15000000000ULL",
-                        "ANeuralNetworks_getRuntimeFeatureLevel": "ANEURALNETWORKS_FEATURE_LEVEL_8"}[name]
+                        "ANeuralNetworks_getRuntimeFeatureLevel": "_nnpy_level_code()"}[name]
             body = f"    if (!_nnpy_up()) return {fallback};\n    return {call};"
         csrc.append(f"NNPY_EXPORT {ret} {name}({cparams})\n{{\n{body}\n}}\n")
     return "\n".join(cdef), "\n".join(csrc)
@@ -151,6 +175,19 @@ C_PRELUDE = r"""
 
 static uint32_t _nnpy_dim(const ANeuralNetworksOperandType* t, uint32_t k) {
     return (t && t->dimensions && k < t->dimensionCount) ? t->dimensions[k] : 0u;
+}
+
+/* The feature level a feature-level-N library is linked for (a one-line object of its own,
+   level.c in the build directory); the default library links none: 0, feature level 8 unless
+   NNAPI_PY_FEATURE_LEVEL says otherwise. */
+extern const int _nnpy_library_level __attribute__((weak, visibility("hidden")));
+static int nnpy_library_level(void) { return &_nnpy_library_level ? _nnpy_library_level : 0; }
+static int64_t _nnpy_level_code(void) {
+    static const int64_t code[9] = {ANEURALNETWORKS_FEATURE_LEVEL_8, 27, 28, 29, 30, 31,
+                                    ANEURALNETWORKS_FEATURE_LEVEL_6, ANEURALNETWORKS_FEATURE_LEVEL_7,
+                                    ANEURALNETWORKS_FEATURE_LEVEL_8};
+    int n = nnpy_library_level();
+    return code[n >= 1 && n <= 8 ? n : 0];
 }
 
 static const char* _nnpy_baked = NNPY_BAKED_PATHS;   /* package root and site dirs, ':'-separated */
@@ -484,10 +521,15 @@ class NnapiPyFinder:
 def _install():
     extra = [p for p in os.environ.get("NNAPI_PY_PATH", "").split(":") if p]
     baked = [p for p in BAKED.split(":") if p]
-    here = os.path.dirname(os.path.dirname(os.path.abspath(SO_PATH))) if SO_PATH else ""
     own, deps = list(extra), []
+    # installed: site-packages/nnapi_py/libneuralnetworks.so, or one directory deeper for the
+    # feature-level libraries (site-packages/nnapi_py/feature-level-N/libneuralnetworks.so)
+    here = os.path.dirname(os.path.abspath(SO_PATH)) if SO_PATH else ""
+    if os.path.basename(here).startswith("feature-level-"):
+        here = os.path.dirname(here)
+    here = os.path.dirname(here)
     if here and os.path.isfile(os.path.join(here, "nnapi_py", "__init__.py")):
-        own.append(here)            # installed: site-packages/nnapi_py/libneuralnetworks.so
+        own.append(here)
         deps.append(here)
     own += baked[:1]
     deps += baked[1:]
@@ -549,10 +591,14 @@ def main():
     ap.add_argument("--tmp", default=os.path.join(ROOT, "build", "ffi"))
     # (both directories are made absolute below: cffi compiles from inside --tmp)
     ap.add_argument("--package-root", default=ROOT, help="directory that contains nnapi_py/ (baked in)")
+    ap.add_argument("--no-levels", action="store_true", help="skip the feature-level-N libraries")
     args = ap.parse_args()
     args.out, args.tmp = os.path.abspath(args.out), os.path.abspath(args.tmp)
-    protos = parse_prototypes(open(HEADER).read())
+    header = open(HEADER).read()
+    protos = parse_prototypes(header)
     assert len(protos) == 69, f"expected 69 prototypes in {HEADER}, found {len(protos)}"
+    levels = function_levels(header)
+    assert set(levels) == {name for _, name, _ in protos}, "every prototype needs its 'FLn (API m)' note"
     cdef, csrc = generate(protos)
     extras = open(EXTRA_HEADER).read()
     extra_protos = re.findall(r"^(?:const char\*|int)\s+(nnapi_py_\w+)\(([^)]*)\);", extras, re.M)
@@ -562,11 +608,10 @@ def main():
     ffi.cdef('extern "Python" const char* _nnpy_last_error_text(void);\n'
              'extern "Python" int _nnpy_last_error_code(void);')
     ffi.embedding_api("")   # exports are plain C functions (above), so init failure is handled in C
-    exports = [name for _, name, _ in protos] + [n for n, _ in extra_protos]
+    extra_names = [n for n, _ in extra_protos]
     os.makedirs(args.tmp, exist_ok=True)
-    vscript = os.path.join(args.tmp, "exports.map")
-    with open(vscript, "w") as f:
-        f.write("{\n  global:\n" + "".join(f"    {n};\n" for n in exports) + "  local: *;\n};\n")
+    vscript = write_version_script(os.path.join(args.tmp, "exports.map"),
+                                   [name for _, name, _ in protos] + extra_names)
     sites = [p for p in site.getsitepackages() + [site.getusersitepackages()] if os.path.isdir(p)]
     baked = ":".join([os.path.abspath(args.package_root)] + sites)
     ver = "%d.%d" % sys.version_info[:2]
@@ -588,6 +633,40 @@ def main():
     finally:
         os.chdir(cwd)
     print(f"built {target}")
+    if not args.no_levels:
+        obj = os.path.join(args.tmp, "_nnapi_py_embed.o")
+        for n in FEATURE_LEVELS:
+            print("built " + link_level_library(obj, n, exports_at(n, levels) + extra_names, args.out, args.tmp))
+
+
+def write_version_script(path, exports):
+    with open(path, "w") as f:
+        f.write("{\n  global:\n" + "".join(f"    {n};\n" for n in exports) + "  local: *;\n};\n")
+    return path
+
+
+def link_level_library(obj, level, exports, out, tmp):
+    """<out>/feature-level-N/libneuralnetworks.so: the compiled library object linked again with
+    the level's export list and a one-line object holding its level (read by
+    nnpy_library_level()); no second compilation of the runtime."""
+    src = os.path.join(tmp, f"level{level}.c")
+    with open(src, "w") as f:
+        f.write(f'__attribute__((visibility("hidden"))) const int _nnpy_library_level = {level};\n')
+    cc = shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
+    level_obj = src[:-2] + ".o"
+    subprocess.run(cc + ["-c", "-fPIC", src, "-o", level_obj], check=True)
+    ldshared = shlex.split(os.environ.get("LDSHARED") or sysconfig.get_config_var("LDSHARED") or "cc -shared")
+    if os.environ.get("CC"):
+        ldshared = cc + ldshared[1:]
+    vscript = write_version_script(os.path.join(tmp, f"exports-level{level}.map"), exports)
+    libdir = sysconfig.get_config_var("LIBDIR")
+    target = os.path.join(out, f"feature-level-{level}", "libneuralnetworks.so")
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    subprocess.run(ldshared + [obj, level_obj, "-o", target, f"-L{libdir}",
+                               "-lpython" + sysconfig.get_config_var("LDVERSION"),
+                               "-Wl,-soname,libneuralnetworks.so", f"-Wl,--version-script={vscript}",
+                               f"-Wl,-rpath,{libdir}", "-ldl", "-lpthread"], check=True)
+    return target
 
 
 if __name__ == "__main__":

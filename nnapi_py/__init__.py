@@ -6,13 +6,20 @@ __version__ = "0.1.0"
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def library_path():
-    """Path of libneuralnetworks.so: inside the installed package, else the build tree."""
-    for p in (os.path.join(_HERE, "libneuralnetworks.so"),
-              os.path.join(os.path.dirname(_HERE), "build", "lib", "libneuralnetworks.so")):
+def library_path(feature_level=None):
+    """Path of libneuralnetworks.so: inside the installed package, else the build tree.
+    feature_level=N (1..8, or the Android API level 27..35): the library that exports only the
+    functions of feature levels <= N and behaves as level N (feature-level-N/)."""
+    sub = ()
+    if feature_level is not None:
+        from .devices import parse_level
+        sub = (f"feature-level-{parse_level(feature_level)}",)
+    for p in (os.path.join(_HERE, *sub, "libneuralnetworks.so"),
+              os.path.join(os.path.dirname(_HERE), "build", "lib", *sub, "libneuralnetworks.so")):
         if os.path.exists(p):
             return p
-    raise FileNotFoundError("libneuralnetworks.so not found: run `make lib` (or pip install the package)")
+    raise FileNotFoundError(f"{os.path.join(*sub, 'libneuralnetworks.so')} not found: run `make lib` "
+                            "(or pip install the package)")
 
 
 def include_dir():

@@ -1,4 +1,5 @@
-"""python -m nnapi_py [--cflags] [--libs] [--libdir] [--version]: flags to build against the library.
+"""python -m nnapi_py [--cflags] [--libs] [--libdir] [--version] [--feature-level N]: flags to build
+against the library (--feature-level N: the library exporting only feature levels <= N, 1..8).
 python -m nnapi_py run MODEL.tflite [--input a.npy ...] [--save DIR] [--compare] [--bench N] [--check]:
 run a .tflite model through NNAPI (random inputs unless given; --compare: LiteRT on the same
 inputs, max abs / rel difference per output; --bench N: our median ms beside LiteRT's, one
@@ -139,14 +140,27 @@ def main(argv):
     if argv[0] == "run":
         return run_tflite(argv[1:])
     out = []
+    level = None
+    if "--feature-level" in argv:
+        k = argv.index("--feature-level")
+        if k + 1 >= len(argv):
+            print("--feature-level needs a level (1..8 or an Android API level 27..35)", file=sys.stderr)
+            return 2
+        level = argv[k + 1]
+        argv = argv[:k] + argv[k + 2:]
+        try:
+            library_path(level)
+        except (ValueError, FileNotFoundError) as e:
+            print(e, file=sys.stderr)
+            return 2
     for a in argv:
         if a == "--cflags":
             out.append(f"-I{include_dir()}")
         elif a == "--libs":
-            d = os.path.dirname(library_path())
+            d = os.path.dirname(library_path(level))
             out.append(f"-L{d} -Wl,-rpath,{d} -lneuralnetworks")
         elif a == "--libdir":
-            out.append(os.path.dirname(library_path()))
+            out.append(os.path.dirname(library_path(level)))
         elif a == "--version":
             out.append(__version__)
         else:

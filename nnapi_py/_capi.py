@@ -891,6 +891,8 @@ def install(the_ffi, lib, so_path):
     ffi = the_ffi
     use_ffi(the_ffi)
     _lib = lib
+    devices_mod.set_library_level(lib.nnpy_library_level())     # a feature-level-N library
+    _publish_devices(devices_mod.CONFIG)
     _REC = np.dtype([("type", "<i4"), ("count", "<u4"), ("d", "<u4", (4,)), ("scale", "<f4"), ("zp", "<i4")])
     ffi.def_extern(name="_nnpy_flush_operands", onerror=_onerror_for("ANeuralNetworksModel_addOperand", True))(
         _flush_operands)

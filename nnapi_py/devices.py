@@ -31,6 +31,11 @@ to that CPU implementation, except missed deadlines, which are returned.  A comp
 ``createForDevices`` uses exactly the given devices and reports every fault's code.
 ``NNAPI_PY_TRACE=devices`` (or ``calls``/``all``) prints each partition and every injected fault.
 Python code can change the settings with ``configure(...)`` or ``with emulated(...):``.
+
+A feature-level library (``build/lib/feature-level-N/libneuralnetworks.so``, exporting only the
+functions of levels <= N) behaves as level N without any variable: ``set_library_level(N)``,
+called when it starts, makes N the default and the ceiling (``NNAPI_PY_FEATURE_LEVEL`` may
+lower it; a higher value is clamped to N: the library cannot offer what it does not export).
 """
 import contextlib
 import json
@@ -154,8 +159,16 @@ class Fault:
         return f"{self.device}:{self.kind}{val}{when}"
 
 
+LIBRARY_LEVEL = None     # the level a feature-level-N library was built for (set_library_level)
+
+
+def default_level():
+    return LIBRARY_LEVEL or C.RUNTIME_FEATURE_LEVEL
+
+
 class Config:
-    def __init__(self, level=C.RUNTIME_FEATURE_LEVEL, devices=None, faults=()):
+    def __init__(self, level=None, devices=None, faults=()):
+        level = default_level() if level is None else min(level, default_level())
         self.level = level
         self.custom = devices is not None
         if devices is None:
@@ -276,7 +289,7 @@ def _load_json(text):
 
 def build(feature_level=None, devices=None, faults=None):
     """A Config from Python values or the settings' text forms."""
-    level = parse_level(feature_level) if feature_level is not None else C.RUNTIME_FEATURE_LEVEL
+    level = parse_level(feature_level) if feature_level is not None else None
     devs = None
     fault_specs = []
     if isinstance(devices, str):
@@ -315,6 +328,15 @@ def _from_environment():
 
 CONFIG = _from_environment()
 _listeners = []     # called with the new Config after configure() (the ABI layer re-attaches)
+
+
+def set_library_level(level):
+    """Called once by the ABI layer when a feature-level-N library starts (0: the default
+    library): N becomes the default and highest level; the settings are read again."""
+    global LIBRARY_LEVEL, CONFIG
+    if level and level != LIBRARY_LEVEL:
+        LIBRARY_LEVEL = int(level)
+        CONFIG = _from_environment()
 
 
 def on_change(fn):

@@ -25,9 +25,11 @@ Each (test, mode) ends up as one of
   failed           anything else (step, result code and nnapi_py_last_error() recorded).
 
 CLI:
-  python tests/cts_runner.py [--lib PATH] [--cts DIR] [--ops ADD,MUL]
+  python tests/cts_runner.py [--lib PATH | --feature-level N] [--cts DIR] [--ops ADD,MUL]
                              [--modes sync,async,burst,dynamic] [-v]
 Environment: NNAPI_PY_LIB (library path), NNAPI_PY_CTS (vector directory).
+--feature-level N runs build/lib/feature-level-N/libneuralnetworks.so (the library exporting
+only the functions of feature levels <= N; the vectors need level 8's operations).
 Python API (used by tests/test_conformance.py): ``run(...) -> Results``.
 """
 
@@ -89,7 +91,12 @@ TOL_CLASS = {
 TYPE_ALIASES = {"SUBGRAPH": "MODEL"}
 
 
-def default_lib_path() -> str:
+def default_lib_path(feature_level=None) -> str:
+    """NNAPI_PY_LIB, else build/lib/libneuralnetworks.so; feature_level=N: the build tree's
+    feature-level-N library."""
+    if feature_level is not None:
+        return os.path.join(REPO_ROOT, "build", "lib", f"feature-level-{int(feature_level)}",
+                            "libneuralnetworks.so")
     return os.environ.get("NNAPI_PY_LIB") or os.path.join(
         REPO_ROOT, "build", "lib", "libneuralnetworks.so")
 
@@ -975,6 +982,8 @@ def main(argv=None) -> int:
                                              "libneuralnetworks.so through its C ABI.")
     ap.add_argument("--lib", help="library path (default: $NNAPI_PY_LIB or "
                                   "build/lib/libneuralnetworks.so)")
+    ap.add_argument("--feature-level", type=int, choices=range(1, 9), metavar="N",
+                    help="run build/lib/feature-level-N/libneuralnetworks.so")
     ap.add_argument("--cts", help="vector directory (default: $NNAPI_PY_CTS or ../shared/cts)")
     ap.add_argument("--ops", help="comma-separated operations: only tests using any of them")
     ap.add_argument("--modes", default=",".join(ALL_MODES),
@@ -1000,7 +1009,9 @@ def main(argv=None) -> int:
     bad = [m for m in modes if m not in ALL_MODES]
     if bad:
         ap.error(f"unknown mode(s) {bad}; choose from {','.join(ALL_MODES)}")
-    lib_path = args.lib or default_lib_path()
+    if args.lib and args.feature_level:
+        ap.error("--lib and --feature-level name two libraries: give one")
+    lib_path = args.lib or default_lib_path(args.feature_level)
     if not os.path.exists(lib_path):
         print(f"conformance: library {lib_path} not found (run `make lib`)", file=sys.stderr)
         return 2

@@ -2,10 +2,14 @@
 build/lib/libneuralnetworks.so by tests/cts_runner.py.
 
 The whole vector set is run once per test module (all four modes); the tests below
-then look at the results.  Skips cleanly when the vectors or the library are absent.
+then look at the results.  The same set also runs, in a child process started first so
+both run at once, against build/lib/feature-level-8/libneuralnetworks.so (the library built
+for one feature level: its export list and baked-in level must not change a result).
+Skips cleanly when the vectors or the library are absent.
 """
 
 import os
+import subprocess
 import sys
 
 import pytest
@@ -18,7 +22,24 @@ FOUNDATION_OPS = ("ADD", "MUL", "RELU", "SOFTMAX", "FULLY_CONNECTED", "RESHAPE")
 
 
 @pytest.fixture(scope="module")
-def results():
+def level8_run():
+    """`cts_runner.py --feature-level 8` in a child process (all modes), started at once."""
+    lib_path = cts_runner.default_lib_path(8)
+    if not cts_runner.cts_available(cts_runner.default_cts_dir()) or not os.path.exists(lib_path):
+        yield None
+        return
+    env = dict(os.environ)
+    env.pop("NNAPI_PY_LIB", None)
+    proc = subprocess.Popen([sys.executable, cts_runner.__file__, "--feature-level", "8"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    yield proc
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.fixture(scope="module")
+def results(level8_run):
     pytest.importorskip("cffi")
     cts_dir = cts_runner.default_cts_dir()
     if not cts_runner.cts_available(cts_dir):
@@ -66,3 +87,14 @@ def test_foundation_ops(results):
         pytest.fail("foundation operations (tests using only "
                     f"{', '.join(FOUNDATION_OPS)}):\n{results.table(FOUNDATION_OPS)}\n\n"
                     + "\n".join(lines), pytrace=False)
+
+
+def test_conformance_on_the_feature_level_8_library(level8_run, results):
+    """The whole suite, every mode, through build/lib/feature-level-8/libneuralnetworks.so."""
+    if level8_run is None:
+        pytest.skip("conformance vectors or build/lib/feature-level-8 absent")
+    out, _ = level8_run.communicate(timeout=1800)
+    last = out.strip().splitlines()[-1] if out.strip() else ""
+    assert level8_run.returncode == 0 and last.endswith(" 0 failed"), out[-6000:]
+    assert "feature-level-8" in out.splitlines()[0], out.splitlines()[0]   # "library: <path> ..."
+    assert int(last.split()[0]) == results.passed, (last, results.summary_line())
