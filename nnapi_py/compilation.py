@@ -28,6 +28,7 @@ class Compilation:
         self.finished = False
         self.invalid = False
         self.plan = None
+        self._cpu_plan = None           # float32 plan for CPU fallback when self.plan has fp16 parts
         self.partition = None           # devices.Partition when devices/faults are configured
 
     @property
@@ -68,6 +69,7 @@ class Compilation:
             raise bad_state("ANeuralNetworksCompilation_finish was already called on this compilation")
         self.finished = True
         config = devices.CONFIG
+        fp16 = ()
         if not config.default:     # devices or faults configured: partition as Android does
             self.partition = devices.Partition(config, self.model, self.devices, self.preference)
             try:
@@ -75,9 +77,10 @@ class Compilation:
             except NNError:
                 self.invalid = True
                 raise
+            fp16 = self.partition.fp16_operations()
         try:
             with np.errstate(all="ignore"):     # constant folding may meet inf/NaN: values, not errors
-                self.plan = Plan(self.model)
+                self.plan = Plan(self.model, fp16)
         except NNError:
             self.invalid = True
             raise
@@ -89,6 +92,16 @@ class Compilation:
             from .plan import _record_internal
             _record_internal("ANeuralNetworksCompilation_finish", e)
             raise NNError(C.OP_FAILED, f"compilation failed: internal error: {type(e).__name__}: {e}") from e
+
+    def cpu_plan(self):
+        """The plan an execution that falls back to the CPU implementation runs: float32
+        everywhere (made on first use when the compiled plan has float16 partitions)."""
+        if not self.plan.fp16:
+            return self.plan
+        if self._cpu_plan is None:
+            with np.errstate(all="ignore"):
+                self._cpu_plan = Plan(self.model)
+        return self._cpu_plan
 
     def _ready(self):
         if self.invalid:

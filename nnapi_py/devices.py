@@ -10,11 +10,16 @@ desktop (README, "Testing your client's code paths"):
   signatures of later levels are rejected where Android rejects what it does not know
   (``addOperand``/``addOperation``, value-dependent ones at ``Model_finish``); functions of later
   levels return ``OP_FAILED`` with a reason (the real library would lack the symbol).
-* ``NNAPI_PY_DEVICES``: the device list.  Compact form ``name=preset[:TYPE][:level]`` separated by
-  commas (``gpu=float-fast:GPU,npu=quant:ACCELERATOR:4``), or JSON (text, or a file path / ``@path``)
-  ``{"devices": [{"name", "preset", "type", "feature_level", "version", "operations",
-  "performance"}], "faults": [...]}``.  Presets after Android's sample drivers: ``all``,
-  ``float-fast``, ``float-slow``, ``quant``, ``minimal`` (and ``cpu``: ``all`` as a CPU device).
+* ``NNAPI_PY_DEVICES``: the device list.  Compact form ``name=preset[:TYPE][:level][:fp16]``
+  separated by commas (``gpu=float-fast:GPU:fp16,npu=quant:ACCELERATOR:4``), or JSON (text, or a
+  file path / ``@path``) ``{"devices": [{"name", "preset", "type", "feature_level", "version",
+  "operations", "performance", "numerics"}], "faults": [...]}``.  Presets after Android's sample
+  drivers: ``all``, ``float-fast``, ``float-slow``, ``quant``, ``minimal`` (and ``cpu``: ``all`` as
+  a CPU device).  ``fp16`` (``"numerics": "fp16"``): the device computes a model relaxed with
+  ``relaxComputationFloat32toFloat16`` in float16, as accelerators do: its partition's float32
+  inputs, constants and every operation's result are rounded to float16 (products and sums
+  inside an operation accumulate in float32: docs/decisions.md).  Other models, and devices
+  without the option, compute in float32.
 * ``NNAPI_PY_FAULTS``: ``device:kind[=value][@every=K|@from=N]`` separated by ``;`` — kinds
   ``compile-fail``, ``execute-fail``, ``timeout`` (MISSED_DEADLINE_TRANSIENT), ``deadline``
   (MISSED_DEADLINE_PERSISTENT), ``busy`` (RESOURCE_EXHAUSTED_TRANSIENT), ``dead`` (DEAD_OBJECT, and
@@ -75,6 +80,8 @@ FAULT_KINDS = {"compile-fail": C.OP_FAILED, "execute-fail": C.OP_FAILED,
                "timeout": C.MISSED_DEADLINE_TRANSIENT, "deadline": C.MISSED_DEADLINE_PERSISTENT,
                "busy": C.RESOURCE_EXHAUSTED_TRANSIENT, "dead": C.DEAD_OBJECT, "delay": None}
 
+NUMERICS = ("fp32", "fp16")     # how a device computes a relaxed float32 model
+
 _trace = os.environ.get("NNAPI_PY_TRACE", "").strip().lower()
 TRACE = _trace in ("devices", "calls", "all")
 
@@ -89,7 +96,10 @@ class Device:
     """One device a client sees (an ANeuralNetworksDevice)."""
 
     def __init__(self, name, type_="CPU", level=8, version="nnapi_py-1.0", supports="all",
-                 operations=None, performance=None, preset=None):
+                 operations=None, performance=None, preset=None, numerics="fp32"):
+        if numerics not in NUMERICS:
+            raise ValueError(f"device {name!r}: numerics {numerics!r} (one of {', '.join(NUMERICS)})")
+        self.numerics = numerics
         self.name = name
         self.type = TYPES[type_] if isinstance(type_, str) else int(type_)
         self.level = level
@@ -232,6 +242,8 @@ def device_from(spec):
         for p in parts[1:]:
             if p.isdigit():
                 spec["feature_level"] = int(p)
+            elif p.lower() in NUMERICS:
+                spec["numerics"] = p.lower()
             else:
                 spec["type"] = p.upper()
     preset = spec.get("preset", "all")
@@ -244,7 +256,7 @@ def device_from(spec):
     level = parse_level(spec["feature_level"]) if "feature_level" in spec else C.RUNTIME_FEATURE_LEVEL
     name = spec.get("name") or preset
     return Device(name, spec.get("type", type_).upper(), level, spec.get("version", f"nnapi_py-{preset}-1.0"),
-                  supports, spec.get("operations"), perf, preset)
+                  supports, spec.get("operations"), perf, preset, spec.get("numerics", "fp32"))
 
 
 def fault_from(spec):
@@ -379,6 +391,8 @@ def check_level(needed, what):
 
 
 # ------------------------------------------------------------------------- partitioning
+FALLBACK = "fallback"     # Partition.before_run: run this execution on the CPU implementation
+
 class Partition:
     """Which device runs each operation of a compilation, and the faults on the way."""
 
@@ -394,9 +408,24 @@ class Partition:
             else:
                 self.assign.append(min(ok, key=lambda d: d.cost(op, model, preference)))
         self.used = list(dict.fromkeys(self.assign))
+        self.model = model
         if TRACE:
             trace("partition: " + ", ".join(f"operation {k} {op.op.name} -> {d.name}"
                                             for k, (op, d) in enumerate(zip(model.operations, self.assign))))
+
+    def numerics(self, device):
+        """How `device` computes this model: fp16 only for a relaxed model on an fp16 device."""
+        return "fp16" if device.numerics == "fp16" and self.model.relaxed else "fp32"
+
+    def fp16_operations(self):
+        """The operations computed in float16 (as a set of ids, for the plan); traced per device."""
+        if TRACE:
+            for d in self.used:
+                ks = [k for k, a in enumerate(self.assign) if a is d]
+                trace(f"partition {d.name}: operations {ks}, numerics {self.numerics(d)}"
+                      + (" (relaxed model)" if self.model.relaxed else ""))
+        return frozenset(id(op) for op, d in zip(self.model.operations, self.assign)
+                         if self.numerics(d) == "fp16")
 
     def compile(self):
         """Compile-time faults: raises for explicit device lists, else falls back to the CPU."""
@@ -415,7 +444,8 @@ class Partition:
             trace(f"partition of {d.name} falls back to the CPU implementation")
 
     def before_run(self, deadline):
-        """Execution-time faults: None to run normally, else (code, reason) to return."""
+        """Execution-time faults: None to run normally, FALLBACK to run this execution on the
+        CPU implementation (float32), else (code, reason) to return."""
         for d in self.used:
             if d is self.config.fallback:
                 continue
@@ -432,6 +462,6 @@ class Partition:
             reason = f"device {d.name} failed the execution (injected fault {f.text()})"
             if not self.explicit and code not in (C.MISSED_DEADLINE_TRANSIENT, C.MISSED_DEADLINE_PERSISTENT):
                 trace(f"{reason}: the execution falls back to the CPU implementation")
-                return None
+                return FALLBACK
             return code, reason
         return None

@@ -5,6 +5,7 @@ import time
 import numpy as np
 
 from . import constants as C
+from . import devices
 from .cffi_util import view_array
 from .errors import NNError, bad_data, bad_state, lenient, null
 from .event import Event, pool
@@ -190,19 +191,22 @@ class Execution:
                         raise NNError(C.OP_FAILED, f"model input {k} was omitted but {what} is not optional")
             deadline = time.monotonic_ns() + self.timeout if self.timeout else None
             part = self.compilation.partition
+            plan = self.plan
             if part is not None:
                 fault = part.before_run(deadline)
-                if fault is not None:
+                if fault == devices.FALLBACK:
+                    plan = self.compilation.cpu_plan()
+                elif fault is not None:
                     raise NNError(*fault)
             _loop.timeout = self.loop_timeout
             if QUIET_NUMPY:
                 if not getattr(_quiet, "on", False):   # np.seterr is per thread: once on each thread
                     np.seterr(all="ignore")
                     _quiet.on = True
-                status = self._compute(deadline)
+                status = self._compute(deadline, plan)
             else:
                 with np.errstate(all="ignore"):        # numpy warnings must not reach a host's stderr
-                    status = self._compute(deadline)
+                    status = self._compute(deadline, plan)
         except NNError as e:
             from .errors import set_last
             set_last("ANeuralNetworksExecution_compute", e.code, e.reason)
@@ -261,15 +265,14 @@ class Execution:
             return None
         return view_array(io[0], need, np.uint8, (need,)) if need else np.empty(0, np.uint8)
 
-    def _compute(self, deadline):
-        plan = self.plan
+    def _compute(self, deadline, plan):
         bound = self._bound
         if bound is None:
             if plan.static:
                 bound = self._bind_static()
             if bound is None:
                 return self._compute_dynamic([self._input_array(k, io) for k, io in enumerate(self.ins)],
-                                             deadline)
+                                             deadline, plan)
             if self.reusable and not self.has_desc_memory():
                 self._bound = bound
         plan.run_static(bound[0], bound[1], deadline)
@@ -316,7 +319,7 @@ class Execution:
             outs.append(arr[0:1].reshape(()) if plan.out_scalar[k] else arr.reshape(shape))
         return ins, outs
 
-    def _compute_dynamic(self, ins, deadline):
+    def _compute_dynamic(self, ins, deadline, plan):
         m = self.model
         insufficient = []
         temps = {}
@@ -336,7 +339,7 @@ class Execution:
             arr = reg.view(dt)
             return arr[0:1].reshape(()) if m.types[o] in _SCALARS else arr.reshape(shape)
 
-        shapes = self.plan.run_dynamic(ins, provider, deadline)
+        shapes = plan.run_dynamic(ins, provider, deadline)
         self.out_shapes = shapes
         if insufficient:
             from .errors import set_last

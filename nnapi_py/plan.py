@@ -40,10 +40,31 @@ def _set_constant_input(infos, tmpl, node, pos, type_code, value):
     node.ins = tuple(idx if j == pos else i for j, i in enumerate(node.ins))
 
 
+def _in_fp16(kernel, round_ins, round_outs):
+    """The kernel of an operation on a float16 partition (a device with fp16 numerics running a
+    relaxed model): the float32 inputs listed (model inputs, results of other partitions) are
+    rounded to float16 first, its float32 results after.  The kernel computes in float32 in
+    between: float32 accumulation of float16 values (docs/decisions.md)."""
+    f16, f32 = np.float16, np.float32
+
+    def run(ia, oa):
+        if round_ins:
+            ia = list(ia)
+            for k in round_ins:
+                if ia[k] is not None:
+                    ia[k] = np.asarray(ia[k]).astype(f16).astype(f32)
+        kernel(ia, oa)
+        for k in round_outs:
+            oa[k][...] = oa[k].astype(f16)
+    return run
+
+
 class Node:
-    __slots__ = ("op", "ins", "outs", "kernel", "cache", "value_ins", "name")
+    __slots__ = ("op", "ins", "outs", "kernel", "cache", "value_ins", "name", "fp16", "round_ins", "round_outs")
 
     def __init__(self, operation):
+        self.fp16 = False
+        self.round_ins = self.round_outs = ()
         self.op = operation.op
         self.name = operation.op.name
         self.ins = operation.ins
@@ -54,7 +75,8 @@ class Node:
 
 
 class Plan:
-    def __init__(self, model):
+    def __init__(self, model, fp16=()):
+        """fp16: ids of the operations computed in float16 (devices.Partition.fp16_operations)."""
         self.model = model
         n = len(model.types)
         infos = [model.info(i, with_value=True) for i in range(n)]
@@ -62,6 +84,9 @@ class Plan:
         self.inputs = model.inputs
         self.outputs = model.outputs
         self.nodes = [Node(o) for o in model.order]
+        self.fp16 = frozenset(fp16)
+        for node, o in zip(self.nodes, model.order):
+            node.fp16 = id(o) in self.fp16
         # template slot list: constants converted once
         tmpl = [None] * n
         for i in range(n):
@@ -76,6 +101,8 @@ class Plan:
                     self.required_inputs.setdefault(pos[i], f"{node.name} input {k}")
         self.folded = self._fold_activations(model, infos, tmpl)
         self.biases_passed_on = self._fold_biases(model, infos, tmpl)
+        if self.fp16:
+            self._round_to_fp16(infos, tmpl)
         for node in self.nodes:
             node.value_ins = tuple(k for k, i in enumerate(node.ins)
                                    if infos[i].type in C.SCALAR_TYPES or k in node.op.value_inputs)
@@ -108,6 +135,8 @@ class Plan:
                 shapes[o] = d
                 outs.append(infos[o].with_dims(d))
             node.kernel = node.op.build(ins, outs)
+            if node.fp16:
+                node.kernel = _in_fp16(node.kernel, node.round_ins, node.round_outs)
             if profile.ENABLED:
                 node.kernel = profile.timed(node.name, node.kernel, profile.kernel_label(node.name, ins, outs))
         self.static = static
@@ -179,7 +208,7 @@ class Plan:
                 continue
             x = node.ins[0]
             p = producer.get(x)
-            if p is None or p.op.control or len(p.outs) != 1 or uses.get(x) != 1 \
+            if p is None or p.op.control or len(p.outs) != 1 or uses.get(x) != 1 or p.fp16 != node.fp16 \
                     or model.life[x] != TEMP or infos[x].type not in (C.TENSOR_FLOAT32, C.TENSOR_FLOAT16) \
                     or infos[node.outs[0]].type != infos[x].type:
                 continue
@@ -228,6 +257,8 @@ class Plan:
             if len(rd) != 1 or x in outs or model.life[x] != TEMP:
                 continue
             c = rd[0]
+            if p.fp16 or c.fp16:        # float16 rounds the depthwise result before the bias
+                continue
             if c.op.control or not c.ins or c.ins[0] != x or list(c.ins).count(x) != 1 or len(c.ins) < 3:
                 continue
             bias = infos[p.ins[k]].value
@@ -239,6 +270,34 @@ class Plan:
             _set_constant_input(infos, tmpl, c, 2, infos[c.ins[2]].type, nb)
             folded += 1
         return folded
+
+    def _round_to_fp16(self, infos, tmpl):
+        """Float16 partitions: each float32 tensor constant an fp16 operation reads is rounded
+        once, here (a new constant operand, shared by its fp16 readers; other readers keep the
+        original); float32 tensor inputs no fp16 operation wrote (model inputs, other
+        partitions' results) are rounded when the operation runs (Node.round_ins); every float32
+        tensor result is rounded (Node.round_outs)."""
+        f32 = C.TENSOR_FLOAT32
+        writer_fp16 = {o: node.fp16 for node in self.nodes for o in node.outs}
+        rounded = {}
+        for node in self.nodes:
+            if not node.fp16:
+                continue
+            round_ins = []
+            for k, i in enumerate(node.ins):
+                inf = infos[i]
+                if inf.type != f32:
+                    continue
+                if inf.value is not None:
+                    if i not in rounded:
+                        value = np.asarray(inf.value, np.float32).astype(np.float16).astype(np.float32)
+                        _set_constant_input(infos, tmpl, node, k, f32, value)
+                        rounded[i] = node.ins[k]
+                    node.ins = tuple(rounded[i] if j == k else x for j, x in enumerate(node.ins))
+                elif not writer_fp16.get(i, False):
+                    round_ins.append(k)
+            node.round_ins = tuple(round_ins)
+            node.round_outs = tuple(k for k, o in enumerate(node.outs) if infos[o].type == f32)
 
     def _share_temps(self):
         """Temporaries whose lifetimes do not overlap share memory: a temporary lives from
@@ -396,6 +455,9 @@ class Plan:
             ins_arr = [slots[i] for i in node.ins]
             if node.op.control:
                 results = node.op.execute(node, ins_arr, deadline)
+                if node.fp16:       # IF / WHILE on a float16 partition: its results rounded
+                    results = [np.asarray(r).astype(np.float16).astype(np.float32)
+                               if infos[o].type == C.TENSOR_FLOAT32 else r for o, r in zip(node.outs, results)]
                 for o, r in zip(node.outs, results):
                     d = tuple(np.shape(r))
                     if not _compatible(infos[o].dims, d):
@@ -435,6 +497,8 @@ class Plan:
                         kern = node.op.build(ins, outs)
                     except NNError as e:
                         raise op_failed(e.reason) from None
+                    if node.fp16:
+                        kern = _in_fp16(kern, node.round_ins, node.round_outs)
                     if profile.ENABLED:
                         kern = profile.timed(node.name, kern, profile.kernel_label(node.name, ins, outs))
                     if len(node.cache) > 32:
