@@ -148,6 +148,23 @@ def test_devices_faults_and_levels(args, env):
 
 
 @needs_lib
+@pytest.mark.parametrize("lib", ["default", "feature-level-3"])
+@pytest.mark.parametrize("where", ["gpu", "cpu"])
+def test_fp16_numerics_from_c(where, lib):
+    """ADD(2048, 1) relaxed: 2048 on a device with fp16 numerics, 2049 without relax or on the
+    default CPU device; the same through the feature-level-3 library (LD_LIBRARY_PATH)."""
+    exe = compile_ctest("test_fp16")
+    env = {"NNAPI_PY_DEVICES": "gpu=float-fast:fp16"} if where == "gpu" else {}
+    if lib != "default":
+        if not (LIBDIR / lib / "libneuralnetworks.so").exists():
+            pytest.skip(f"build/lib/{lib} not built")
+        env["LD_LIBRARY_PATH"] = str(LIBDIR / lib)
+    rc, out, err = run_program([exe, where], env=env)
+    assert_all_passed([exe, where], rc, out, err)
+    assert err == ""
+
+
+@needs_lib
 @pytest.mark.parametrize("mode", ["return", "exit"])
 def test_exit_with_computations_in_flight(mode):
     exe = compile_ctest("test_exit_inflight")
