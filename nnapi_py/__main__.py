@@ -1,9 +1,13 @@
 """python -m nnapi_py [--cflags] [--libs] [--libdir] [--version] [--feature-level N]: flags to build
 against the library (--feature-level N: the library exporting only feature levels <= N, 1..8).
-python -m nnapi_py run MODEL.tflite [--input a.npy ...] [--save DIR] [--compare] [--bench N] [--check]:
+python -m nnapi_py run MODEL.tflite [--input a.npy ...] [--save DIR] [--compare] [--bench N] [--check]
+                     [--allow-fp16] [--devices SPEC]:
 run a .tflite model through NNAPI (random inputs unless given; --compare: LiteRT on the same
 inputs, max abs / rel difference per output; --bench N: our median ms beside LiteRT's, one
-thread; --check: only the mapping report).
+thread; --check: only the mapping report; --devices: NNAPI_PY_DEVICES for this run;
+--allow-fp16: TFLite's allow_fp16, the model relaxed to float16 on a device with fp16
+numerics (default --devices gpu=float-fast:fp16), and --compare shows its accuracy per output
+against float32 and against LiteRT).
 python -m nnapi_py show FILE.json [--dot | --json | --svg OUT.svg]: a model dumped with
 NNAPI_PY_DUMP=DIR (or written by Model.to_json()) as a table (default), Graphviz dot, JSON or SVG."""
 import os
@@ -58,10 +62,20 @@ def run_tflite(argv):
     ap.add_argument("--compare", action="store_true")
     ap.add_argument("--bench", type=int, default=0)
     ap.add_argument("--check", action="store_true")
+    ap.add_argument("--allow-fp16", action="store_true")
+    ap.add_argument("--devices")
     a = ap.parse_args(argv)
     from . import tflite as T
+    from .devices import emulated
+    devs = a.devices or ("gpu=float-fast:fp16" if a.allow_fp16 else None)
+
+    def load(**options):
+        if devs is None:
+            return T.load(a.model, **options)
+        with emulated(devices=devs):            # compilations keep the devices they were made with
+            return T.load(a.model, **options)
     try:
-        m = T.load(a.model)
+        m = load(allow_fp16=a.allow_fp16)
     except T.LoadError as e:
         print(e, file=sys.stderr)
         return 1
@@ -102,12 +116,22 @@ def run_tflite(argv):
                 ref.set_tensor(d["index"], x)
             ref.invoke()
             ours = m.run(inputs)
+            full = load().run(inputs) if a.allow_fp16 else None     # the same model in float32
+
+            def diff(got, want):
+                d = np.abs(got.astype(np.float64) - want)
+                return f"max abs {d.max():.3g}, max rel {d.max() / max(1.0, float(np.abs(want).max())):.3g}"
             for d in ref.get_output_details():
-                want = ref.get_tensor(d["index"])
-                got = ours[m.output_names.index(d["name"])].reshape(want.shape).astype(np.float64)
-                diff = np.abs(got - want)
-                print(f"{d['name']}: max abs difference {diff.max():.3g}, max rel "
-                      f"{diff.max() / max(1.0, float(np.abs(want).max())):.3g} (LiteRT reference kernels)")
+                want = ref.get_tensor(d["index"]).astype(np.float64)
+                k = m.output_names.index(d["name"])
+                got = ours[k].reshape(want.shape)
+                if full is None:
+                    print(f"{d['name']}: {diff(got, want).replace('max abs', 'max abs difference')} "
+                          "(LiteRT reference kernels)")
+                else:
+                    print(f"{d['name']}: fp16 vs float32 {diff(got, full[k].reshape(want.shape))}; "
+                          f"fp16 vs LiteRT {diff(got, want)}; float32 vs LiteRT "
+                          f"{diff(full[k].reshape(want.shape), want)}")
         if a.bench:
             def median_ms(fn):
                 fn()

@@ -81,9 +81,10 @@ class TfliteModel:
         self._names = _builtin_names()
         self.mapping: List[tuple] = []          # (operator index, builtin, NNAPI operations or reason)
         self.tensors = [self._tensor(k) for k in range(self._g.TensorsLength())]
-        self.nn_model = nn.Model(os.path.basename(path))
+        options = dict(compile_options or {})        # allow_fp16: TFLite's option, the model relaxed
+        self.nn_model = nn.Model(os.path.basename(path), relaxed=bool(options.pop("allow_fp16", False)))
         self._build()
-        self.compilation = self.nn_model.compile(**(compile_options or {}))
+        self.compilation = self.nn_model.compile(**options)
         self._pair = None                       # _StatePair of reusable executions (False: not available)
         self._exec_lock = threading.Lock()
         self.input_names = [self.tensors[i].name for i in self._inputs]
@@ -777,5 +778,6 @@ def _densify(tensor, info, shape):
 
 
 def load(path: str, **compile_options) -> TfliteModel:
-    """Parse, map and compile a .tflite model (raises LoadError listing unmapped operators)."""
+    """Parse, map and compile a .tflite model (raises LoadError listing unmapped operators).
+    compile_options: nn.Model.compile's, and allow_fp16=True (relaxComputationFloat32toFloat16)."""
     return TfliteModel(path, compile_options)

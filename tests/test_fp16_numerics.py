@@ -334,3 +334,36 @@ def test_mobilenet_v2_deviation_is_what_float16_predicts():
     assert np.array_equal(y16, r16(y16))
     assert U / np.sqrt(3) / 2 < rel < L * U
     assert estimate / 4 < rel < estimate * 4
+
+
+# ---- the .tflite importer's allow_fp16 and `python -m nnapi_py run --allow-fp16` ---------------
+def _tflite_mul(tmp_path):
+    pytest.importorskip("tflite")
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import tflite_writer
+    w = np.linspace(1.0001, 1.9, 12).astype(f32).reshape(3, 4)
+    return tflite_writer.write(str(tmp_path / "mul.tflite"),
+                               [("a", f32, (3, 4), None), ("w", f32, (3, 4), w), ("y", f32, (3, 4), None)],
+                               [("MUL", [0, 1], [2], None)], [0], [2]), w
+
+
+def test_tflite_allow_fp16(tmp_path):
+    import nnapi_py.tflite as T
+    path, w = _tflite_mul(tmp_path)
+    a = np.linspace(-3, 1000, 12).astype(f32).reshape(3, 4)
+    with devices.emulated(devices="gpu=float-fast:fp16"):
+        relaxed, full = T.load(path, allow_fp16=True), T.load(path)
+    np.testing.assert_array_equal(relaxed.run([a])[0], (a.astype(f16) * w.astype(f16)))
+    np.testing.assert_array_equal(full.run([a])[0], a * w)
+
+
+def test_cli_compare_allow_fp16(tmp_path):
+    pytest.importorskip("ai_edge_litert")
+    path, _ = _tflite_mul(tmp_path)
+    r = subprocess.run([sys.executable, "-m", "nnapi_py", "run", path, "--compare", "--allow-fp16"],
+                       capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    line = [ln for ln in r.stdout.splitlines() if ln.startswith("y: fp16 vs float32")]
+    assert line and "fp16 vs LiteRT" in line[0] and "float32 vs LiteRT max abs 0," in line[0], r.stdout
+    rel = float(line[0].split("fp16 vs float32")[1].split("max rel ")[1].split(";")[0])
+    assert 0 < rel <= 2 * U, line[0]          # one product of float16 values, rounded once
