@@ -40,22 +40,25 @@ def _set_constant_input(infos, tmpl, node, pos, type_code, value):
     node.ins = tuple(idx if j == pos else i for j, i in enumerate(node.ins))
 
 
+def _to_fp16(a):
+    """A float32 array rounded to float16 values (still float32)."""
+    return np.asarray(a, np.float32).astype(np.float16).astype(np.float32)
+
+
 def _in_fp16(kernel, round_ins, round_outs):
     """The kernel of an operation on a float16 partition (a device with fp16 numerics running a
     relaxed model): the float32 inputs listed (model inputs, results of other partitions) are
     rounded to float16 first, its float32 results after.  The kernel computes in float32 in
     between: float32 accumulation of float16 values (docs/decisions.md)."""
-    f16, f32 = np.float16, np.float32
-
     def run(ia, oa):
         if round_ins:
             ia = list(ia)
             for k in round_ins:
                 if ia[k] is not None:
-                    ia[k] = np.asarray(ia[k]).astype(f16).astype(f32)
+                    ia[k] = _to_fp16(ia[k])
         kernel(ia, oa)
         for k in round_outs:
-            oa[k][...] = oa[k].astype(f16)
+            oa[k][...] = oa[k].astype(np.float16)
     return run
 
 
@@ -290,8 +293,7 @@ class Plan:
                     continue
                 if inf.value is not None:
                     if i not in rounded:
-                        value = np.asarray(inf.value, np.float32).astype(np.float16).astype(np.float32)
-                        _set_constant_input(infos, tmpl, node, k, f32, value)
+                        _set_constant_input(infos, tmpl, node, k, f32, _to_fp16(inf.value))
                         rounded[i] = node.ins[k]
                     node.ins = tuple(rounded[i] if j == k else x for j, x in enumerate(node.ins))
                 elif not writer_fp16.get(i, False):
@@ -456,8 +458,8 @@ class Plan:
             if node.op.control:
                 results = node.op.execute(node, ins_arr, deadline)
                 if node.fp16:       # IF / WHILE on a float16 partition: its results rounded
-                    results = [np.asarray(r).astype(np.float16).astype(np.float32)
-                               if infos[o].type == C.TENSOR_FLOAT32 else r for o, r in zip(node.outs, results)]
+                    results = [_to_fp16(r) if infos[o].type == C.TENSOR_FLOAT32 else r
+                               for o, r in zip(node.outs, results)]
                 for o, r in zip(node.outs, results):
                     d = tuple(np.shape(r))
                     if not _compatible(infos[o].dims, d):

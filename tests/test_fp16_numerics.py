@@ -211,6 +211,19 @@ def test_reshape_family():
     _check(concat, {"x": x}, np.concatenate([x.astype(f16), (x * 3).astype(f16)], axis=1), exact=True)
 
 
+def test_if_on_an_fp16_device_rounds_its_results():
+    """IF's branch runs as a model of its own (float32); the IF's result is rounded."""
+    def build(m):
+        b = nn.Model("then")
+        v = b.input("v", nn.float32, (2,))
+        b.output(b.op("ADD", v, np.array([1, 1], f32), 0), "r")
+        cond = m.input("cond", nn.bool8, (1,))
+        m.output(m.op("IF", cond, b, b, m.input("x", nn.float32, (2,))), "y")
+    feed = {"cond": np.array([True]), "x": np.array([2048, 4], f32)}
+    assert compile_on(build).run(feed)["y"].tolist() == [2048, 5]
+    assert compile_on(build, relaxed=False).run(feed)["y"].tolist() == [2049, 5]
+
+
 # ---- partitioning, faults, trace -------------------------------------------------------------
 GPU_ADD_ONLY = '{"devices": [{"name": "gpu", "preset": "float-fast", "operations": ["ADD"], "numerics": "fp16"}]}'
 
