@@ -393,6 +393,7 @@ def check_level(needed, what):
 # ------------------------------------------------------------------------- partitioning
 FALLBACK = "fallback"     # Partition.before_run: run this execution on the CPU implementation
 
+
 class Partition:
     """Which device runs each operation of a compilation, and the faults on the way."""
 
