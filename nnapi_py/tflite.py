@@ -676,11 +676,10 @@ class _StatePair:
         ex = self.execs[k]
         if self.bound[k]:
             res = ex.run(feed, copy=False)
-        else:                               # first run of this execution: bind the buffers
-            inputs = {n: np.array(a) for n, a in feed.items()}      # its own, written into later
-            inputs.update({"state:" + v: self.bufs[k][v] for v in self.ins})
-            outputs = {"state:" + v: self.bufs[1 - k][v] for v in self.paired}
-            res = ex.run(inputs, outputs, copy=False)
+        else:                               # first run of this execution: bind the state buffers
+            ex.bind({"state:" + v: self.bufs[k][v] for v in self.ins},
+                    {"state:" + v: self.bufs[1 - k][v] for v in self.paired})
+            res = ex.run(feed, copy=False)  # the real inputs: the execution's own copies
             self.bound[k] = True
         for v in self.outs:
             if v not in self.paired:
