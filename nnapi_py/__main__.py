@@ -4,41 +4,45 @@ run a .tflite model through NNAPI (random inputs unless given; --compare: LiteRT
 inputs, max abs / rel difference per output; --bench N: our median ms beside LiteRT's, one
 thread; --check: only the mapping report).
 python -m nnapi_py show FILE.json [--dot | --json | --svg OUT.svg]: a model dumped with
-NNAPI_PY_DUMP=DIR (or written by Model.to_json()) as a table (default), Graphviz dot, JSON or SVG."""
+NNAPI_PY_DUMP=DIR (or written by Model.to_json()) as a table (default), Graphviz dot, JSON or SVG.
+A failure prints one line saying what is wrong and exits 2 (usage, a file or input given) or 1
+(the model cannot run); --traceback (or NNAPI_PY_TRACE=1) also prints the traceback."""
 import os
 import sys
 
 from . import __version__, include_dir, library_path
 
 
+class UsageError(Exception):
+    """A command line that cannot be followed: exit 2 with the message."""
+    exit_code = 2
+
+
 def show(argv):
+    import argparse
     import json
     from . import inspect
-    files = [a for a in argv if not a.startswith("--")]
-    if len(files) != 1 or not files[0].endswith(".json"):
-        print("usage: python -m nnapi_py show MODEL.json [--dot | --json | --svg OUT.svg]", file=sys.stderr)
-        return 2
-    try:
-        with open(files[0]) as f:
-            d = json.load(f)
-    except (OSError, ValueError) as e:
-        print(f"cannot read {files[0]}: {e}", file=sys.stderr)
-        return 1
-    if "--dot" in argv:
-        print(inspect.to_dot(d), end="")
-    elif "--json" in argv:
-        print(inspect.to_json(d))
-    elif "--svg" in argv:
-        k = argv.index("--svg")
-        if k + 1 >= len(argv):
-            print("--svg needs an output file", file=sys.stderr)
-            return 2
+    ap = argparse.ArgumentParser(prog="python -m nnapi_py show")
+    ap.add_argument("model", metavar="MODEL.json")
+    form = ap.add_mutually_exclusive_group()
+    form.add_argument("--dot", action="store_true")
+    form.add_argument("--json", action="store_true")
+    form.add_argument("--svg", metavar="OUT.svg")
+    a = ap.parse_args(argv)
+    if not a.model.endswith(".json"):
+        raise UsageError(f"{a.model}: show reads a model's .json (NNAPI_PY_DUMP=DIR or Model.to_json())")
+    with open(a.model) as f:
         try:
-            svg = inspect.render_svg(inspect.to_dot(d))
-        except RuntimeError as e:
-            print(e, file=sys.stderr)
-            return 1
-        with open(argv[k + 1], "w") as f:
+            d = json.load(f)
+        except ValueError as e:
+            raise UsageError(f"{a.model} is not a model's JSON: {e}") from e
+    if a.dot:
+        print(inspect.to_dot(d), end="")
+    elif a.json:
+        print(inspect.to_json(d))
+    elif a.svg:
+        svg = inspect.render_svg(inspect.to_dot(d))      # RuntimeError without Graphviz: exit 1
+        with open(a.svg, "w") as f:
             f.write(svg)
     else:
         print(inspect.summary(d))
@@ -156,4 +160,49 @@ def main(argv):
     return 0
 
 
-sys.exit(main(sys.argv[1:]))
+_TRACE_VALUES = ("1", "errors", "error", "calls", "all")     # NNAPI_PY_TRACE values that trace errors
+
+
+def _failure(e: BaseException):
+    """(exit code, one line) for an exception that ends the command: 2 for usage or a file /
+    input given (UsageError, OSError, ValueError, KeyError), 1 when the model cannot run (an
+    NNAPI error, a load error, a missing optional package) or anything unexpected."""
+    from . import MissingDependency
+    msg = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
+    if isinstance(e, OSError) and e.filename is not None:
+        msg = f"{e.filename}: {e.strerror or msg}"
+    code = getattr(e, "exit_code", None)
+    if code is None:
+        if isinstance(e, MissingDependency):
+            code = 1
+        elif isinstance(e, (UsageError, OSError, ValueError, KeyError)):
+            code = 2
+        elif type(e).__name__ in ("NNAPIError", "LoadError") or isinstance(e, RuntimeError):
+            code = 1
+        else:
+            code, msg = 1, (f"internal error: {type(e).__name__}: {msg} (a bug: please report it with the "
+                            f"output of --traceback)")
+    lines = [ln for ln in msg.splitlines() if ln.strip()] or [type(e).__name__]
+    return code, "\n".join(lines) if getattr(e, "multiline", False) else " ".join(ln.strip() for ln in lines)
+
+
+def entry(argv):
+    """main() with every failure as one line and an exit code (the traceback with --traceback
+    or NNAPI_PY_TRACE=1)."""
+    want_tb = "--traceback" in argv or os.environ.get("NNAPI_PY_TRACE", "").strip().lower() in _TRACE_VALUES
+    argv = [a for a in argv if a != "--traceback"]
+    try:
+        return main(argv)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:                              # SystemExit (argparse's usage) passes
+        if want_tb:
+            import traceback
+            traceback.print_exc()
+        code, line = _failure(e)
+        print(f"nnapi_py: {line}", file=sys.stderr)
+        return code
+
+
+if __name__ == "__main__":
+    sys.exit(entry(sys.argv[1:]))

@@ -179,6 +179,32 @@ def _as_dtype(value: Any, dtype: np.dtype, what: str) -> np.ndarray:
         raise ValueError(f"{what}: a value overflows {dtype} (largest {np.finfo(dtype).max:g})") from None
 
 
+def _operation(operation: Union[str, int]) -> Tuple[str, int]:
+    """(name, code) of an operation given by name or code; a ValueError that lists close names
+    and where the full list is for an unknown one."""
+    where = "nnapi_py.constants.OPERATION_NAMES or docs/operations.md lists all of them"
+    if isinstance(operation, str):
+        key = operation.strip().upper()
+        if key == "OEM_OPERATION":
+            return key, C.OEM_OPERATION
+        if key in C.OPERATION_CODES:
+            return key, C.OPERATION_CODES[key]
+        import difflib
+        close = difflib.get_close_matches(key, C.OPERATION_NAMES, n=4, cutoff=0.5)
+        close += [n for n in C.OPERATION_NAMES if key and key in n and n not in close][:4 - len(close)]
+        hint = f"did you mean {', '.join(close)}? " if close else ""
+        raise ValueError(f"no NNAPI operation named {operation!r}: {hint}({where})")
+    if isinstance(operation, (int, np.integer)) and not isinstance(operation, bool):
+        code = int(operation)
+        if 0 <= code < len(C.OPERATION_NAMES):
+            return C.OPERATION_NAMES[code], code
+        if code == C.OEM_OPERATION:
+            return "OEM_OPERATION", code
+        raise ValueError(f"no NNAPI operation has code {code}: codes are 0..{len(C.OPERATION_NAMES) - 1} "
+                         f"(and OEM_OPERATION {C.OEM_OPERATION}); {where}")
+    raise TypeError(f"an operation is a name or a code, not {type(operation).__name__}")
+
+
 def _writable_target(b: Any, o: "Operand", what: str) -> np.ndarray:
     """A caller's array the library is to write an output into (or read a bound input from and
     write later values into) in place: of the operand's dtype, C-contiguous and writeable."""
@@ -362,8 +388,7 @@ class Model:
         ARGMAX/ARGMIN, the branch/body outputs for IF/WHILE), with its shape left to the
         runtime's shape rules.  Returns an Operand, or a tuple of them."""
         ffi, lib = _api()
-        name = operation if isinstance(operation, str) else C.OPERATION_NAMES[operation]
-        code = C.OPERATION_CODES[name] if isinstance(operation, str) else int(operation)
+        name, code = _operation(operation)
         first = next((v for v in inputs if isinstance(v, Operand) and not v.type.is_scalar), None)
         fs = scalar_float16 if first is not None and first.type.code == C.TENSOR_FLOAT16 else scalar_float32
         ins = [self._operand(v, fs) for v in inputs]

@@ -26,7 +26,7 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from . import nn
+from . import nn, require
 
 __all__ = ["load", "LoadError", "TfliteModel"]
 
@@ -73,7 +73,7 @@ class TfliteModel:
     """A .tflite subgraph mapped to one compiled NNAPI model."""
 
     def __init__(self, path: str, compile_options: Optional[dict] = None):
-        import tflite
+        tflite = require("tflite", "tflite", "the .tflite importer (its flatbuffer parser)")
         self.path = path
         buf = open(path, "rb").read()
         self._m = tflite.Model.GetRootAsModel(buf, 0)
