@@ -1,8 +1,9 @@
 """python -m nnapi_py [--cflags] [--libs] [--libdir] [--version]: flags to build against the library.
 python -m nnapi_py run MODEL.tflite [--input a.npy ...] [--save DIR] [--compare] [--bench N] [--check]:
 run a .tflite model through NNAPI (random inputs unless given; --compare: LiteRT on the same
-inputs, max abs / rel difference per output; --bench N: our median ms beside LiteRT's, one
-thread; --check: only the mapping report).
+inputs, max abs / rel difference per output; --bench N: our median ms beside LiteRT's, both
+with one thread (numpy's BLAS pinned too; the thread counts are printed); --check: only the
+mapping report).
 python -m nnapi_py show FILE.json [--dot | --json | --svg OUT.svg]: a model dumped with
 NNAPI_PY_DUMP=DIR (or written by Model.to_json()) as a table (default), Graphviz dot, JSON or SVG.
 A failure prints one line saying what is wrong and exits 2 (usage, a file or input given) or 1
@@ -120,6 +121,10 @@ def run_tflite(argv):
                     fn()
                     ts.append((time.perf_counter() - t0) * 1e3)
                 return statistics.median(ts)
+            from . import blas
+            if not blas.threads() or any(n != 1 for _, n in blas.threads()):
+                blas.limit(1)
+            print(f"threads: nnapi_py numpy BLAS: {blas.describe()}; LiteRT: num_threads=1")
             print(f"nnapi_py: {median_ms(lambda: m.run(inputs)):.3f} ms (median of {a.bench})")
             for label, kind in (("LiteRT XNNPACK", OpResolverType.AUTO),
                                 ("LiteRT without XNNPACK", OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES),
@@ -188,9 +193,12 @@ def _failure(e: BaseException):
 
 def entry(argv):
     """main() with every failure as one line and an exit code (the traceback with --traceback
-    or NNAPI_PY_TRACE=1)."""
+    or NNAPI_PY_TRACE=1); --bench pins the BLAS threads before numpy loads."""
     want_tb = "--traceback" in argv or os.environ.get("NNAPI_PY_TRACE", "").strip().lower() in _TRACE_VALUES
     argv = [a for a in argv if a != "--traceback"]
+    if argv[:1] == ["run"] and any(a == "--bench" or a.startswith("--bench=") for a in argv):
+        from . import blas
+        blas.pin_environment(1)
     try:
         return main(argv)
     except KeyboardInterrupt:

@@ -137,3 +137,45 @@ def test_unknown_operation_name_or_code():
     with pytest.raises(ValueError, match=r"no NNAPI operation has code 9999: codes are 0\.\.105"):
         m.op(9999, x)
     assert m.op("add", x, x, 0).type == nn.float32                 # names in any case
+
+
+# ---- point 4: --bench pins and reports the BLAS threads ------------------------------------------
+def _unpinned_env():
+    from nnapi_py import blas
+    return {k: v for k, v in os.environ.items() if k not in blas.ENV_VARS and k != "NNAPI_PY_TRACE"}
+
+
+def test_blas_pinning_before_and_after_numpy_loads():
+    """pin_environment() before numpy loads gives one BLAS thread; after, limit() does; threads()
+    reads what is in force (the 2-core machine's default would be 2)."""
+    code = ("import sys\nfrom nnapi_py import blas\nassert blas.pin_environment(1)\nimport numpy\n"
+            "print(blas.threads())\nprint(blas.pin_environment(1))\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_unpinned_env(), timeout=60)
+    assert p.stdout.split("\n")[:2] == ["[('openblas', 1)]", "False"], p.stdout + p.stderr
+    code = ("import numpy\nfrom nnapi_py import blas\nassert blas.limit(1)\nprint(blas.describe())\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_unpinned_env(), timeout=60)
+    assert p.stdout.strip() == "openblas 1 thread", p.stdout + p.stderr
+
+
+def test_run_bench_prints_the_thread_counts(tmp_path):
+    pytest.importorskip("ai_edge_litert.interpreter", reason="LiteRT (ai-edge-litert) is not installed")
+    pytest.importorskip("tflite", reason="the tflite parser package is not installed")
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import tflite_writer
+    f32 = np.float32
+    path = tflite_writer.write(str(tmp_path / "add.tflite"),
+                               [("a", f32, (2, 3), None), ("b", f32, (2, 3), None), ("y", f32, (2, 3), None)],
+                               [("ADD", [0, 1], [2], None)], [0, 1], [2])
+    e = _unpinned_env()
+    p = subprocess.run([sys.executable, "-m", "nnapi_py", "run", path, "--bench", "3"], capture_output=True,
+                       text=True, env=e, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert "threads: nnapi_py numpy BLAS: openblas 1 thread; LiteRT: num_threads=1" in p.stdout, p.stdout
+
+
+def test_make_bench_prints_the_thread_counts():
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import run as bench_run
+    line = bench_run.threads_line()
+    assert line.startswith("threads: nnapi_py numpy BLAS openblas 1 thread (OPENBLAS_NUM_THREADS=1"), line
+    assert "LiteRT num_threads=1" in line
