@@ -56,6 +56,12 @@ def lenient(rule, reason):
 _trace = os.environ.get("NNAPI_PY_TRACE", "").strip().lower()
 TRACE_ERRORS = _trace in ("1", "errors", "error", "calls", "all")
 TRACE_CALLS = _trace in ("calls", "all")
+# every value some part of nnapi_py reads (devices.py: devices, calls, all); another is said once
+TRACE_VALUES = ("", "0", "1", "errors", "error", "calls", "devices", "all")
+if _trace not in TRACE_VALUES:
+    sys.stderr.write(f"nnapi_py: ignoring NNAPI_PY_TRACE={os.environ['NNAPI_PY_TRACE']!r}: expected errors (or 1), "
+                     f"calls, devices or all\n")
+    sys.stderr.flush()
 
 # last error per OS thread (threading.get_ident is stable for a C thread across calls)
 _last = {}
