@@ -69,7 +69,9 @@ _get_ident = threading.get_ident
 
 
 def set_last(func, code, reason):
-    _last[_get_ident()] = (code, reason)
+    """Record a failed call's code and reason for this thread; the reason names the function
+    (prefixed here, the one place every reason passes, unless it already starts with it)."""
+    _last[_get_ident()] = (code, reason if reason.startswith(func) else f"{func}: {reason}")
     if TRACE_ERRORS:
         sys.stderr.write(f"nnapi_py: {func} -> {C.RESULT_NAMES.get(code, code)}: {reason}\n")
         sys.stderr.flush()

@@ -70,7 +70,8 @@ class NNAPIError(Exception):
         self.code_name = C.RESULT_NAMES.get(code, str(code))
         self.reason = reason
         self.call = call
-        super().__init__(f"{call}: {self.code_name}: {reason}" if call else f"{self.code_name}: {reason}")
+        said = reason.split(": ", 1)[1] if call and reason.startswith(call.split("(")[0] + ": ") else reason
+        super().__init__(f"{call}: {self.code_name}: {said}" if call else f"{self.code_name}: {reason}")
 
 
 def _check(rc: int, call: str) -> None:
