@@ -605,6 +605,7 @@ class Execution:
         _check(lib.ANeuralNetworksExecution_create(compilation.handle, p), "ANeuralNetworksExecution_create")
         self.handle, self.compilation, self.model = p[0], compilation, compilation.model
         self.reusable = bool(reusable)
+        self._names: Dict[str, frozenset] = {}     # "input" / "output" -> the model's names (checked per run)
         self._bound = None
         self._pinned: Tuple[Dict[str, np.ndarray], Dict[str, np.ndarray]] = ({}, {})   # bind(): the caller's arrays
         self._views = None          # run(copy=False) result with fixed output shapes, made once
@@ -627,10 +628,13 @@ class Execution:
                 raise ValueError(f"{len(values)} {kind}s given, the model has {len(operands)}: "
                                  f"{[o.name for o in operands]}")
             return {o.name: v for o, v in zip(operands, values)}
-        unknown = set(values) - {o.name for o in operands}
-        if unknown:
-            raise KeyError(f"no model {kind} named {sorted(unknown)} ({kind}s: {[o.name for o in operands]})")
-        return dict(values)
+        names = self._names.get(kind)
+        if names is None:
+            names = self._names[kind] = frozenset(o.name for o in operands)
+        if not values.keys() <= names:
+            unknown = sorted(set(values) - names)
+            raise KeyError(f"no model {kind} named {unknown} ({kind}s: {[o.name for o in operands]})")
+        return values
 
     def bind(self, inputs=None, outputs=None) -> "Execution":
         """Bind your own arrays zero-copy (before the first run): every run reads these inputs and
