@@ -299,8 +299,9 @@ static void _nnpy_init(void) {
     const char* v = Py_GetVersion();
     size_t n = strlen(PY_VERSION_SHORT);
     if (strncmp(v, PY_VERSION_SHORT, n) != 0 || (v[n] >= '0' && v[n] <= '9')) {
-        char why[160];
-        snprintf(why, sizeof why, "built for Python " PY_VERSION_SHORT " but this process runs Python %.20s", v);
+        char why[512];                      /* the whole version line: build, date and compiler */
+        snprintf(why, sizeof why, "built for Python " PY_VERSION_SHORT " but this process runs Python %.*s",
+                 (int)strcspn(v, "\n"), v);
         _nnpy_fail(why);
         return;
     }

@@ -8,7 +8,8 @@ Python process beside torch eager (mobilenet_torch_nnapi.py), and a 2-layer proj
 through the C API beside torch.nn.LSTM (lstm.py).  Thread scaling (bench_threads.c): runs
 with 1 and 4 threads alternate, and the 4-vs-1 ratio is the median of each adjacent pair's
 ratio (5 pairs for the small execution, 3 for the convolution), so a drift of the machine's
-speed between runs does not enter it.
+speed between runs does not enter it.  Every process runs with one BLAS thread (ENV); the
+first line printed says which thread counts were in force.
 """
 import os
 import re
@@ -49,7 +50,18 @@ def build_threads():
     return exe
 
 
+def threads_line():
+    """What every benchmark runs with: numpy's BLAS threads as a child process with ENV reports
+    them (nnapi_py.blas), and the other engines' settings."""
+    r = subprocess.run([sys.executable, "-c", "import numpy; from nnapi_py import blas; print(blas.describe())"],
+                       env=ENV, capture_output=True, text=True)
+    pins = " ".join(f"{k}={ENV[k]}" for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"))
+    return (f"threads: nnapi_py numpy BLAS {r.stdout.strip() or 'unknown: ' + r.stderr.strip()[-200:]} ({pins}); "
+            f"LiteRT num_threads=1; PyTorch set_num_threads(1); the 4-vs-1 rows use 1 and 4 client threads")
+
+
 def main():
+    print(threads_line())
     rows = []   # (name, value, unit, target)
     ratios = {}  # name -> (ratio, to what), printed under the row
     runs = {}                           # 5 runs of bench_api: the median of their medians, so

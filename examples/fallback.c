@@ -5,6 +5,15 @@
  *
  * The client prefers the GPU (createForDevices); when an execution there fails it retries
  * with a compilation the runtime may place anywhere (Compilation_create, CPU fallback allowed).
+ * The fault fails every 2nd execution the GPU receives, and the retries run there too (the
+ * runtime places the ADD on the faster GPU), so they count: the GPU's executions 2, 4 and 6
+ * fail, which are runs 1, 2 and 3:
+ *
+ *   run 0: GPU ok, y[3] = 0
+ *   run 1: GPU failed, fallback ok, y[3] = 2
+ *   run 2: GPU failed, fallback ok, y[3] = 4
+ *   run 3: GPU failed, fallback ok, y[3] = 6
+ *   3 fallbacks in 4 runs
  */
 #include <stdio.h>
 #include <string.h>
@@ -68,14 +77,14 @@ int main(void) {
     int fallbacks = 0;
     for (int i = 0; i < 4; i++) {
         float a[4] = {1, 2, 3, (float)i}, y[4];
-        int rc = run(on_gpu, a, y);
-        if (rc != ANEURALNETWORKS_NO_ERROR) {           /* the path this example is about */
+        int rc = run(on_gpu, a, y), fell_back = rc != ANEURALNETWORKS_NO_ERROR;
+        if (fell_back) {                                /* the path this example is about */
             fallbacks++;
             rc = run(anywhere, a, y);
         }
-        printf("run %d: %s, y[3] = %g\n", i, rc ? "failed" : "ok", y[3]);
+        printf("run %d: GPU %s%s, y[3] = %g\n", i, fell_back ? "failed, fallback " : "", rc ? "failed" : "ok", y[3]);
     }
-    printf("%d fallbacks\n", fallbacks);
+    printf("%d fallbacks in 4 runs\n", fallbacks);
     ANeuralNetworksCompilation_free(on_gpu);
     ANeuralNetworksCompilation_free(anywhere);
     ANeuralNetworksModel_free(m);

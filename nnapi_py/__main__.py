@@ -3,47 +3,51 @@ against the library (--feature-level N: the library exporting only feature level
 python -m nnapi_py run MODEL.tflite [--input a.npy ...] [--save DIR] [--compare] [--bench N] [--check]
                      [--allow-fp16] [--devices SPEC]:
 run a .tflite model through NNAPI (random inputs unless given; --compare: LiteRT on the same
-inputs, max abs / rel difference per output; --bench N: our median ms beside LiteRT's, one
-thread; --check: only the mapping report; --devices: NNAPI_PY_DEVICES for this run;
---allow-fp16: TFLite's allow_fp16, the model relaxed to float16 on a device with fp16
-numerics (default --devices gpu=float-fast:fp16), and --compare shows its accuracy per output
-against float32 and against LiteRT).
+inputs, max abs / rel difference per output; --bench N: our median ms beside LiteRT's, both
+with one thread (numpy's BLAS pinned too; the thread counts are printed); --check: only the
+mapping report; --devices: NNAPI_PY_DEVICES for this run; --allow-fp16: TFLite's allow_fp16, the
+model relaxed to float16 on a device with fp16 numerics (default --devices gpu=float-fast:fp16),
+and --compare shows its accuracy per output against float32 and against LiteRT).
 python -m nnapi_py show FILE.json [--dot | --json | --svg OUT.svg]: a model dumped with
-NNAPI_PY_DUMP=DIR (or written by Model.to_json()) as a table (default), Graphviz dot, JSON or SVG."""
+NNAPI_PY_DUMP=DIR (or written by Model.to_json()) as a table (default), Graphviz dot, JSON or SVG.
+A failure prints one line saying what is wrong and exits 2 (usage, a file or input given) or 1
+(the model cannot run); --traceback (or NNAPI_PY_TRACE=1) also prints the traceback."""
 import os
 import sys
 
 from . import __version__, include_dir, library_path
 
 
+class UsageError(Exception):
+    """A command line that cannot be followed: exit 2 with the message."""
+    exit_code = 2
+
+
 def show(argv):
+    import argparse
     import json
     from . import inspect
-    files = [a for a in argv if not a.startswith("--")]
-    if len(files) != 1 or not files[0].endswith(".json"):
-        print("usage: python -m nnapi_py show MODEL.json [--dot | --json | --svg OUT.svg]", file=sys.stderr)
-        return 2
-    try:
-        with open(files[0]) as f:
-            d = json.load(f)
-    except (OSError, ValueError) as e:
-        print(f"cannot read {files[0]}: {e}", file=sys.stderr)
-        return 1
-    if "--dot" in argv:
-        print(inspect.to_dot(d), end="")
-    elif "--json" in argv:
-        print(inspect.to_json(d))
-    elif "--svg" in argv:
-        k = argv.index("--svg")
-        if k + 1 >= len(argv):
-            print("--svg needs an output file", file=sys.stderr)
-            return 2
+    ap = argparse.ArgumentParser(prog="python -m nnapi_py show")
+    ap.add_argument("model", metavar="MODEL.json")
+    form = ap.add_mutually_exclusive_group()
+    form.add_argument("--dot", action="store_true")
+    form.add_argument("--json", action="store_true")
+    form.add_argument("--svg", metavar="OUT.svg")
+    a = ap.parse_args(argv)
+    if not a.model.endswith(".json"):
+        raise UsageError(f"{a.model}: show reads a model's .json (NNAPI_PY_DUMP=DIR or Model.to_json())")
+    with open(a.model) as f:
         try:
-            svg = inspect.render_svg(inspect.to_dot(d))
-        except RuntimeError as e:
-            print(e, file=sys.stderr)
-            return 1
-        with open(argv[k + 1], "w") as f:
+            d = json.load(f)
+        except ValueError as e:
+            raise UsageError(f"{a.model} is not a model's JSON: {e}") from e
+    if a.dot:
+        print(inspect.to_dot(d), end="")
+    elif a.json:
+        print(inspect.to_json(d))
+    elif a.svg:
+        svg = inspect.render_svg(inspect.to_dot(d))      # RuntimeError without Graphviz: exit 1
+        with open(a.svg, "w") as f:
             f.write(svg)
     else:
         print(inspect.summary(d))
@@ -141,6 +145,10 @@ def run_tflite(argv):
                     fn()
                     ts.append((time.perf_counter() - t0) * 1e3)
                 return statistics.median(ts)
+            from . import blas
+            if not blas.threads() or any(n != 1 for _, n in blas.threads()):
+                blas.limit(1)
+            print(f"threads: nnapi_py numpy BLAS: {blas.describe()}; LiteRT: num_threads=1")
             print(f"nnapi_py: {median_ms(lambda: m.run(inputs)):.3f} ms (median of {a.bench})")
             for label, kind in (("LiteRT XNNPACK", OpResolverType.AUTO),
                                 ("LiteRT without XNNPACK", OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES),
@@ -194,4 +202,52 @@ def main(argv):
     return 0
 
 
-sys.exit(main(sys.argv[1:]))
+_TRACE_VALUES = ("1", "errors", "error", "calls", "all")     # NNAPI_PY_TRACE values that trace errors
+
+
+def _failure(e: BaseException):
+    """(exit code, one line) for an exception that ends the command: 2 for usage or a file /
+    input given (UsageError, OSError, ValueError, KeyError), 1 when the model cannot run (an
+    NNAPI error, a load error, a missing optional package) or anything unexpected."""
+    from . import MissingDependency
+    msg = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
+    if isinstance(e, OSError) and e.filename is not None:
+        msg = f"{e.filename}: {e.strerror or msg}"
+    code = getattr(e, "exit_code", None)
+    if code is None:
+        if isinstance(e, MissingDependency):
+            code = 1
+        elif isinstance(e, (UsageError, OSError, ValueError, KeyError)):
+            code = 2
+        elif type(e).__name__ in ("NNAPIError", "LoadError") or isinstance(e, RuntimeError):
+            code = 1
+        else:
+            code, msg = 1, (f"internal error: {type(e).__name__}: {msg} (a bug: please report it with the "
+                            f"output of --traceback)")
+    lines = [ln for ln in msg.splitlines() if ln.strip()] or [type(e).__name__]
+    return code, "\n".join(lines) if getattr(e, "multiline", False) else " ".join(ln.strip() for ln in lines)
+
+
+def entry(argv):
+    """main() with every failure as one line and an exit code (the traceback with --traceback
+    or NNAPI_PY_TRACE=1); --bench pins the BLAS threads before numpy loads."""
+    want_tb = "--traceback" in argv or os.environ.get("NNAPI_PY_TRACE", "").strip().lower() in _TRACE_VALUES
+    argv = [a for a in argv if a != "--traceback"]
+    if argv[:1] == ["run"] and any(a == "--bench" or a.startswith("--bench=") for a in argv):
+        from . import blas
+        blas.pin_environment(1)
+    try:
+        return main(argv)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:                              # SystemExit (argparse's usage) passes
+        if want_tb:
+            import traceback
+            traceback.print_exc()
+        code, line = _failure(e)
+        print(f"nnapi_py: {line}", file=sys.stderr)
+        return code
+
+
+if __name__ == "__main__":
+    sys.exit(entry(sys.argv[1:]))

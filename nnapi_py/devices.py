@@ -224,8 +224,11 @@ class Config:
 
 # ------------------------------------------------------------------------------ parsing
 def parse_level(text):
-    v = int(str(text).strip())
-    if 1 <= v <= 8:
+    try:
+        v = int(str(text).strip())
+    except ValueError:
+        v = None
+    if v is not None and 1 <= v <= 8:
         return v
     if v in API_LEVEL_TO_FEATURE_LEVEL:
         return API_LEVEL_TO_FEATURE_LEVEL[v]
@@ -324,18 +327,37 @@ def build(feature_level=None, devices=None, faults=None):
     return Config(level, devs, [fault_from(f) for f in fault_specs])
 
 
+_ENV_FORMS = {       # variable -> (build()'s argument, the expected form, said when a value is refused)
+    "NNAPI_PY_FEATURE_LEVEL": ("feature_level", "1..8 or an Android API level 27..35"),
+    "NNAPI_PY_DEVICES": ("devices", "name=preset[:TYPE][:level],... or JSON (text or a file)"),
+    "NNAPI_PY_FAULTS": ("faults", "device:kind[=value][@every=K|@from=N];..."),
+}
+
+
 def _from_environment():
-    fl = os.environ.get("NNAPI_PY_FEATURE_LEVEL", "").strip() or None
-    devs = os.environ.get("NNAPI_PY_DEVICES", "").strip() or None
-    faults = os.environ.get("NNAPI_PY_FAULTS", "").strip() or None
-    if fl is None and devs is None and faults is None:
-        return Config()
+    """The Config the three variables describe.  A malformed one is named with its expected form
+    and ignored; the valid ones still apply (faults naming a device no valid setting lists are
+    ignored with that reason)."""
+    given = {var: os.environ.get(var, "").strip() for var in _ENV_FORMS}
+    given = {var: text for var, text in given.items() if text}
+    args = {}
+    for var, text in given.items():
+        key, form = _ENV_FORMS[var]
+        try:
+            build(**{key: text}) if key != "faults" else [fault_from(f) for f in
+                                                          text.replace(",", ";").split(";") if f.strip()]
+            args[key] = text
+        except (ValueError, KeyError, TypeError, OSError) as e:
+            said = "" if form in str(e) else f" (expected {form})"
+            sys.stderr.write(f"nnapi_py: ignoring {var}={text!r}: {e}{said}\n")
     try:
-        return build(fl, devs, faults)
-    except (ValueError, KeyError, OSError) as e:
-        sys.stderr.write(f"nnapi_py: ignoring NNAPI_PY_FEATURE_LEVEL/NNAPI_PY_DEVICES/NNAPI_PY_FAULTS: {e}\n")
-        sys.stderr.flush()
-        return Config()
+        config = build(**args)
+    except (ValueError, KeyError, TypeError, OSError) as e:       # the faults against the devices
+        sys.stderr.write(f"nnapi_py: ignoring NNAPI_PY_FAULTS={given.get('NNAPI_PY_FAULTS', '')!r}: {e}\n")
+        args.pop("faults", None)
+        config = build(**args)
+    sys.stderr.flush()
+    return config
 
 
 CONFIG = _from_environment()

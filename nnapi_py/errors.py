@@ -56,6 +56,12 @@ def lenient(rule, reason):
 _trace = os.environ.get("NNAPI_PY_TRACE", "").strip().lower()
 TRACE_ERRORS = _trace in ("1", "errors", "error", "calls", "all")
 TRACE_CALLS = _trace in ("calls", "all")
+# every value some part of nnapi_py reads (devices.py: devices, calls, all); another is said once
+TRACE_VALUES = ("", "0", "1", "errors", "error", "calls", "devices", "all")
+if _trace not in TRACE_VALUES:
+    sys.stderr.write(f"nnapi_py: ignoring NNAPI_PY_TRACE={os.environ['NNAPI_PY_TRACE']!r}: expected errors (or 1), "
+                     f"calls, devices or all\n")
+    sys.stderr.flush()
 
 # last error per OS thread (threading.get_ident is stable for a C thread across calls)
 _last = {}
@@ -63,7 +69,9 @@ _get_ident = threading.get_ident
 
 
 def set_last(func, code, reason):
-    _last[_get_ident()] = (code, reason)
+    """Record a failed call's code and reason for this thread; the reason names the function
+    (prefixed here, the one place every reason passes, unless it already starts with it)."""
+    _last[_get_ident()] = (code, reason if reason.startswith(func) else f"{func}: {reason}")
     if TRACE_ERRORS:
         sys.stderr.write(f"nnapi_py: {func} -> {C.RESULT_NAMES.get(code, code)}: {reason}\n")
         sys.stderr.flush()

@@ -70,7 +70,8 @@ class NNAPIError(Exception):
         self.code_name = C.RESULT_NAMES.get(code, str(code))
         self.reason = reason
         self.call = call
-        super().__init__(f"{call}: {self.code_name}: {reason}" if call else f"{self.code_name}: {reason}")
+        said = reason.split(": ", 1)[1] if call and reason.startswith(call.split("(")[0] + ": ") else reason
+        super().__init__(f"{call}: {self.code_name}: {said}" if call else f"{self.code_name}: {reason}")
 
 
 def _check(rc: int, call: str) -> None:
@@ -149,6 +150,71 @@ _PRIORITIES = {"low": 90, "medium": 100, "high": 110}
 _BOOL_OUT = {"EQUAL", "NOT_EQUAL", "GREATER", "GREATER_EQUAL", "LESS", "LESS_EQUAL", "LOGICAL_AND",
              "LOGICAL_OR", "LOGICAL_NOT", "REDUCE_ALL", "REDUCE_ANY"}
 _INT_OUT = {"ARGMAX", "ARGMIN"}
+
+
+def _as_dtype(value: Any, dtype: np.dtype, what: str) -> np.ndarray:
+    """value as an array of dtype, refusing a conversion that loses values.  Allowed: what numpy
+    calls a "same_kind" cast (bool -> integer -> float, a narrower type within a kind) when no
+    value overflows (no finite float becomes inf), and integer -> integer of either signedness
+    when every value fits (a Python list of ints is int64).  Refused: float -> integer, a value
+    out of range, anything else numpy would not cast "same_kind" (complex, strings, objects)."""
+    a = value if isinstance(value, np.ndarray) else np.asarray(value)
+    dtype = np.dtype(dtype)
+    if a.dtype == dtype:
+        return a
+    if a.dtype.kind in "iu" and dtype.kind in "iu":
+        if a.size:
+            info, lo, hi = np.iinfo(dtype), a.min(), a.max()
+            if lo < info.min or hi > info.max:
+                bad = lo if lo < info.min else hi
+                raise ValueError(f"{what}: {bad} does not fit {dtype} ({info.min}..{info.max})")
+        return a.astype(dtype)
+    if not np.can_cast(a.dtype, dtype, casting="same_kind"):
+        raise ValueError(f"{what}: {a.dtype} values do not convert to {dtype} without loss (allowed: numpy's "
+                         f"\"same_kind\" casts, e.g. int -> float, float64 -> float32); convert them yourself, "
+                         f"e.g. np.round(x).astype(np.{dtype})")
+    try:
+        with np.errstate(over="raise", invalid="raise"):
+            return a.astype(dtype)
+    except FloatingPointError:
+        raise ValueError(f"{what}: a value overflows {dtype} (largest {np.finfo(dtype).max:g})") from None
+
+
+def _operation(operation: Union[str, int]) -> Tuple[str, int]:
+    """(name, code) of an operation given by name or code; a ValueError that lists close names
+    and where the full list is for an unknown one."""
+    where = "nnapi_py.constants.OPERATION_NAMES or docs/operations.md lists all of them"
+    if isinstance(operation, str):
+        key = operation.strip().upper()
+        if key == "OEM_OPERATION":
+            return key, C.OEM_OPERATION
+        if key in C.OPERATION_CODES:
+            return key, C.OPERATION_CODES[key]
+        import difflib
+        close = difflib.get_close_matches(key, C.OPERATION_NAMES, n=4, cutoff=0.5)
+        close += [n for n in C.OPERATION_NAMES if key and key in n and n not in close][:4 - len(close)]
+        hint = f"did you mean {', '.join(close)}? " if close else ""
+        raise ValueError(f"no NNAPI operation named {operation!r}: {hint}({where})")
+    if isinstance(operation, (int, np.integer)) and not isinstance(operation, bool):
+        code = int(operation)
+        if 0 <= code < len(C.OPERATION_NAMES):
+            return C.OPERATION_NAMES[code], code
+        if code == C.OEM_OPERATION:
+            return "OEM_OPERATION", code
+        raise ValueError(f"no NNAPI operation has code {code}: codes are 0..{len(C.OPERATION_NAMES) - 1} "
+                         f"(and OEM_OPERATION {C.OEM_OPERATION}); {where}")
+    raise TypeError(f"an operation is a name or a code, not {type(operation).__name__}")
+
+
+def _writable_target(b: Any, o: "Operand", what: str) -> np.ndarray:
+    """A caller's array the library is to write an output into (or read a bound input from and
+    write later values into) in place: of the operand's dtype, C-contiguous and writeable."""
+    if not (isinstance(b, np.ndarray) and b.dtype == o.type.dtype and b.flags.c_contiguous and b.flags.writeable):
+        got = f"{b.dtype}{list(b.shape)}" + ("" if b.flags.c_contiguous else ", not C-contiguous") + \
+            ("" if b.flags.writeable else ", read-only") if isinstance(b, np.ndarray) else type(b).__name__
+        raise ValueError(f"{what} {o.name!r}: needs a C-contiguous, writeable {o.type.dtype} numpy array to use in "
+                         f"place (got {got})")
+    return b
 
 
 # ---- memory -----------------------------------------------------------------------------------------
@@ -245,6 +311,8 @@ class Model:
 
     def input(self, name: str, type: OperandType, shape: Sequence[int]) -> Operand:
         """A model input; 0 in shape means a dimension given at execution time."""
+        if any(i.name == name for i in self.inputs):
+            raise ValueError(f"the model already has an input named {name!r} (input names must be unique)")
         o = self._add(type, shape, name)
         self.inputs.append(o)
         return o
@@ -270,7 +338,7 @@ class Model:
             if a.ndim == 0:
                 type = {C.TENSOR_FLOAT32: scalar_float32, C.TENSOR_FLOAT16: scalar_float16,
                         C.TENSOR_INT32: scalar_int32, C.TENSOR_BOOL8: scalar_bool}[type.code]
-        a = np.array(a, dtype=type.dtype, order="C")          # a private copy (0-d stays 0-d)
+        a = np.array(_as_dtype(a, type.dtype, f"constant {name or len(self.operands)}"), order="C")  # a private copy
         if type.is_scalar:
             a = a.reshape(())
         o = self._add(type, () if type.is_scalar else a.shape, name)
@@ -304,9 +372,9 @@ class Model:
         if isinstance(v, (bool, np.bool_)):
             return self.constant(np.array(v, np.bool_), scalar_bool)
         if isinstance(v, (int, np.integer)):
-            return self.constant(np.array(v, np.int32), scalar_int32)
+            return self.constant(_as_dtype(v, np.int32, f"scalar {v}"), scalar_int32)
         if isinstance(v, (float, np.floating)):
-            return self.constant(np.array(v, float_scalar.dtype), float_scalar)
+            return self.constant(_as_dtype(v, float_scalar.dtype, f"scalar {v}"), float_scalar)
         return self.constant(v)
 
     def op(self, operation: Union[str, int], *inputs: OperandLike,
@@ -321,8 +389,7 @@ class Model:
         ARGMAX/ARGMIN, the branch/body outputs for IF/WHILE), with its shape left to the
         runtime's shape rules.  Returns an Operand, or a tuple of them."""
         ffi, lib = _api()
-        name = operation if isinstance(operation, str) else C.OPERATION_NAMES[operation]
-        code = C.OPERATION_CODES[name] if isinstance(operation, str) else int(operation)
+        name, code = _operation(operation)
         first = next((v for v in inputs if isinstance(v, Operand) and not v.type.is_scalar), None)
         fs = scalar_float16 if first is not None and first.type.code == C.TENSOR_FLOAT16 else scalar_float32
         ins = [self._operand(v, fs) for v in inputs]
@@ -357,6 +424,9 @@ class Model:
         return [t]
 
     def output(self, operand: Operand, name: Optional[str] = None) -> Operand:
+        if any(o.name == (name or operand.name) for o in self.outputs):
+            raise ValueError(f"the model already has an output named {name or operand.name!r} "
+                             f"(output names must be unique)")
         if name:
             operand.name = name
         self.outputs.append(operand)
@@ -519,14 +589,25 @@ def _max_elements(o: Operand, given: Dict[str, np.ndarray]) -> int:
 
 
 class Execution:
-    """One ANeuralNetworksExecution (reusable=True: run it again and again)."""
+    """One ANeuralNetworksExecution (reusable=True: run it again and again).
+
+    ``run(inputs, outputs)`` never writes into an array you own unless you asked it to: a
+    reusable execution keeps its own copies of the inputs (a later ``run(new_inputs)`` copies the
+    new values into them) and its own output buffers (outputs passed to ``run`` receive that
+    run's results, and nothing later).  ``bind(inputs, outputs)`` before the first run binds your
+    arrays zero-copy instead: the library reads those inputs and writes those outputs in place at
+    every run, so changing a bound input in place and calling ``run()`` feeds new data without a
+    copy (``run(new_values)`` then writes the new values into your bound array)."""
 
     def __init__(self, compilation: Compilation, reusable=False, timeout_ns=None, measure_timing=False):
         ffi, lib = _api()
         p = ffi.new("ANeuralNetworksExecution**")
         _check(lib.ANeuralNetworksExecution_create(compilation.handle, p), "ANeuralNetworksExecution_create")
         self.handle, self.compilation, self.model = p[0], compilation, compilation.model
+        self.reusable = bool(reusable)
+        self._names: Dict[str, frozenset] = {}     # "input" / "output" -> the model's names (checked per run)
         self._bound = None
+        self._pinned: Tuple[Dict[str, np.ndarray], Dict[str, np.ndarray]] = ({}, {})   # bind(): the caller's arrays
         self._views = None          # run(copy=False) result with fixed output shapes, made once
         self._scratch = (ffi.new("uint32_t*"), ffi.new("uint32_t[]", 32))    # rank / dimensions
         if reusable:
@@ -538,28 +619,66 @@ class Execution:
             _check(lib.ANeuralNetworksExecution_setMeasureTiming(self.handle, True),
                    "ANeuralNetworksExecution_setMeasureTiming")
 
+    def _named(self, values, operands, kind: str) -> Dict[str, Any]:
+        """{name: value} from a dict or a list in model order; unknown names are a KeyError."""
+        if values is None:
+            return {}
+        if not isinstance(values, Mapping):
+            if len(values) > len(operands):
+                raise ValueError(f"{len(values)} {kind}s given, the model has {len(operands)}: "
+                                 f"{[o.name for o in operands]}")
+            return {o.name: v for o, v in zip(operands, values)}
+        names = self._names.get(kind)
+        if names is None:
+            names = self._names[kind] = frozenset(o.name for o in operands)
+        if not values.keys() <= names:
+            unknown = sorted(set(values) - names)
+            raise KeyError(f"no model {kind} named {unknown} ({kind}s: {[o.name for o in operands]})")
+        return values
+
+    def bind(self, inputs=None, outputs=None) -> "Execution":
+        """Bind your own arrays zero-copy (before the first run): every run reads these inputs and
+        writes these outputs in place.  Each must already have the operand's dtype and be
+        C-contiguous and writeable; inputs not bound here are passed to run() as usual."""
+        if self._bound is not None:
+            raise ValueError("bind() comes before the execution's first run (its buffers are bound by then)")
+        m = self.model
+        ins, outs = self._named(inputs, m.inputs, "input"), self._named(outputs, m.outputs, "output")
+        by_name = {o.name: o for o in m.inputs + m.outputs}
+        for what, given, pinned in (("input", ins, self._pinned[0]), ("output", outs, self._pinned[1])):
+            for name, a in given.items():
+                pinned[name] = _writable_target(a, by_name[name], f"bind: {what}")
+        return self
+
     def _bind(self, inputs, outputs):
+        """The first run: setInput / setOutput for every operand.  Inputs bound with bind() as
+        they are; others zero-copy only for a one-shot execution (nothing is written into them),
+        private copies for a reusable one.  Outputs: bind()'s as they are; run()'s directly for a
+        one-shot execution, else execution-owned buffers the results are copied from."""
         ffi, lib = _api()
         m = self.model
-        if not isinstance(inputs, Mapping):
-            inputs = {o.name: v for o, v in zip(m.inputs, inputs)}
-        unknown = set(inputs) - {o.name for o in m.inputs}
-        if unknown:
-            raise KeyError(f"no model input named {sorted(unknown)} (inputs: {[o.name for o in m.inputs]})")
+        pinned_in, pinned_out = self._pinned
         keep, arrays = [], {}
         for k, o in enumerate(m.inputs):
             v = inputs.get(o.name)
-            if v is None:
+            if o.name in pinned_in:
+                a = pinned_in[o.name]
+                if v is not None:
+                    a[...] = _as_dtype(v, a.dtype, f"input {o.name!r}")
+            elif v is None:
                 _check(lib.ANeuralNetworksExecution_setInput(self.handle, k, ffi.NULL, ffi.NULL, 0),
                        "ANeuralNetworksExecution_setInput")
                 continue
-            if isinstance(v, Memory):
+            elif isinstance(v, Memory):
                 _check(lib.ANeuralNetworksExecution_setInputFromMemory(self.handle, k, ffi.NULL, v.handle, 0, v.size),
                        "ANeuralNetworksExecution_setInputFromMemory")
                 continue
-            a = np.ascontiguousarray(v, dtype=o.type.dtype)
-            if a is v and not a.flags.writeable:
-                a = a.copy()
+            else:
+                a = _as_dtype(v, o.type.dtype, f"input {o.name!r}")
+                if self.reusable or a is v and not a.flags.writeable:
+                    a = np.array(a, order="C")              # its own copy: later runs write into it
+                else:
+                    a = np.ascontiguousarray(a)
             keep.append(a)
             arrays[o.name] = a
             t = ffi.NULL
@@ -572,34 +691,43 @@ class Execution:
                 keep.append(t)
             _check(lib.ANeuralNetworksExecution_setInput(self.handle, k, t, ffi.from_buffer(a), a.nbytes),
                    "ANeuralNetworksExecution_setInput")
-        outs = {}
+        bufs = {}
         for k, o in enumerate(m.outputs):
-            b = (outputs or {}).get(o.name)
+            b = pinned_out.get(o.name)
+            if b is None and not self.reusable:
+                b = outputs.get(o.name)
+                if b is not None:
+                    b = _writable_target(b, o, "output")
             if b is None:
                 b = np.empty(_max_elements(o, arrays), o.type.dtype)
-            outs[o.name] = b
+            keep.append(b)
+            bufs[o.name] = b.reshape(-1)
             _check(lib.ANeuralNetworksExecution_setOutput(self.handle, k, ffi.NULL, ffi.from_buffer(b), b.nbytes),
                    "ANeuralNetworksExecution_setOutput")
-        self._bound = (keep, outs, arrays)
+        self._bound = (keep, bufs, arrays)
 
     def run(self, inputs=None, outputs=None, mode: str = "sync", burst: Optional[Burst] = None,
             copy: bool = True) -> Dict[str, np.ndarray]:
-        """Compute; mode "sync", "async" or "burst".  The first run binds the inputs (zero-copy
-        where the arrays already have the operand's dtype and layout); later runs of a reusable
-        execution copy new input values into the bound buffers (same shapes).  copy=False
-        returns the bound output buffers themselves (views the next run overwrites; with fixed
-        output shapes the same dict every run: do not change it)."""
+        """Compute; mode "sync", "async" or "burst".  inputs: {name: array} or a list in input
+        order; outputs: {name: array} to receive this run's results.  A reusable execution's
+        later runs copy new input values into its buffers (same shapes).  copy=False returns the
+        execution's output buffers themselves (views the next run overwrites; with fixed output
+        shapes the same dict every run: do not change it).  See the class for bind()."""
         ffi, lib = _api()
+        m = self.model
+        inputs = self._named(inputs, m.inputs, "input")
+        outputs = self._named(outputs, m.outputs, "output")
+        copy_out = outputs
         if self._bound is None:
-            self._bind(inputs or {}, outputs)
-        elif inputs:
+            self._bind(inputs, outputs)
+            if not self.reusable:
+                copy_out = {}               # bound directly (or pinned)
+        elif inputs and self.reusable:      # a one-shot execution's second run fails below (BAD_STATE)
             bound = self._bound[2]
-            if not isinstance(inputs, Mapping):
-                inputs = {o.name: v for o, v in zip(self.model.inputs, inputs)}
             for name, v in inputs.items():
                 if name not in bound:
                     raise KeyError(f"input {name!r} was not bound by the first run (a Memory or omitted)")
-                a = np.asarray(v, dtype=bound[name].dtype)
+                a = _as_dtype(v, bound[name].dtype, f"input {name!r}")
                 if a.shape != bound[name].shape:
                     raise ValueError(f"input {name!r}: shape {a.shape} differs from the bound {bound[name].shape} "
                                      f"(a reusable execution keeps its shapes; create a new execution)")
@@ -616,30 +744,37 @@ class Execution:
                    "ANeuralNetworksExecution_burstCompute")
         else:
             _check(lib.ANeuralNetworksExecution_compute(self.handle), "ANeuralNetworksExecution_compute")
-        if not copy and self._views is not None:
+        if not copy and self._views is not None and not copy_out:
             return self._views
         result = {}
         r, d = self._scratch
         bufs = self._bound[1]
-        for k, o in enumerate(self.model.outputs):
+        for k, o in enumerate(m.outputs):
             if o.dims and all(o.dims):          # fully specified: the shape cannot change, no query
-                v = bufs[o.name][:math.prod(o.dims)].reshape(o.dims)
-                result[o.name] = v.copy() if copy else v
-                continue
-            rc = lib.ANeuralNetworksExecution_getOutputOperandRank(self.handle, k, r)
-            if rc:
-                _check(rc, "ANeuralNetworksExecution_getOutputOperandRank")
-            shape: Tuple[int, ...] = ()
-            if r[0]:
-                if r[0] > 32:
-                    d = ffi.new("uint32_t[]", r[0])
-                rc = lib.ANeuralNetworksExecution_getOutputOperandDimensions(self.handle, k, d)
+                shape = o.dims
+            else:
+                rc = lib.ANeuralNetworksExecution_getOutputOperandRank(self.handle, k, r)
                 if rc:
-                    _check(rc, "ANeuralNetworksExecution_getOutputOperandDimensions")
-                shape = tuple(d[0:r[0]])
+                    _check(rc, "ANeuralNetworksExecution_getOutputOperandRank")
+                shape = ()
+                if r[0]:
+                    if r[0] > 32:
+                        d = ffi.new("uint32_t[]", r[0])
+                    rc = lib.ANeuralNetworksExecution_getOutputOperandDimensions(self.handle, k, d)
+                    if rc:
+                        _check(rc, "ANeuralNetworksExecution_getOutputOperandDimensions")
+                    shape = tuple(d[0:r[0]])
             v = bufs[o.name][:math.prod(shape)].reshape(shape)
+            dst = copy_out.get(o.name)
+            if dst is not None:                 # this run's result into the caller's array
+                dst = _writable_target(dst, o, "output")
+                if dst.size < v.size:
+                    raise ValueError(f"output {o.name!r}: {dst.size} elements given, the result has "
+                                     f"{v.size} {list(shape)}")
+                v = dst.reshape(-1)[:v.size].reshape(shape)
+                v[...] = bufs[o.name][:v.size].reshape(shape)
             result[o.name] = v.copy() if copy else v
-        if not copy and all(o.dims and all(o.dims) for o in self.model.outputs):
+        if not copy and not copy_out and all(o.dims and all(o.dims) for o in m.outputs):
             self._views = result            # fixed shapes: the same views every run
         return result
 

@@ -26,7 +26,7 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from . import nn
+from . import nn, require
 
 __all__ = ["load", "LoadError", "TfliteModel"]
 
@@ -73,7 +73,7 @@ class TfliteModel:
     """A .tflite subgraph mapped to one compiled NNAPI model."""
 
     def __init__(self, path: str, compile_options: Optional[dict] = None):
-        import tflite
+        tflite = require("tflite", "tflite", "the .tflite importer (its flatbuffer parser)")
         self.path = path
         buf = open(path, "rb").read()
         self._m = tflite.Model.GetRootAsModel(buf, 0)
@@ -677,11 +677,10 @@ class _StatePair:
         ex = self.execs[k]
         if self.bound[k]:
             res = ex.run(feed, copy=False)
-        else:                               # first run of this execution: bind the buffers
-            inputs = {n: np.array(a) for n, a in feed.items()}      # its own, written into later
-            inputs.update({"state:" + v: self.bufs[k][v] for v in self.ins})
-            outputs = {"state:" + v: self.bufs[1 - k][v] for v in self.paired}
-            res = ex.run(inputs, outputs, copy=False)
+        else:                               # first run of this execution: bind the state buffers
+            ex.bind({"state:" + v: self.bufs[k][v] for v in self.ins},
+                    {"state:" + v: self.bufs[1 - k][v] for v in self.paired})
+            res = ex.run(feed, copy=False)  # the real inputs: the execution's own copies
             self.bound[k] = True
         for v in self.outs:
             if v not in self.paired:

@@ -440,3 +440,21 @@ def test_headers_compile_as_c99_pedantic_and_cxx11(tmp_path):
         if proc.returncode != 0:
             errors.append(f"$ {' '.join(cmd)}\n{proc.stdout}{proc.stderr}")
     assert not errors, "\n".join(errors)
+
+
+@needs_lib
+def test_wrong_python_version_line_shows_the_whole_version():
+    """A process running another Python version: OP_FAILED and one line naming both versions,
+    the host's in full (ctests/wrong_python.c interposes Py_GetVersion)."""
+    OUTDIR.mkdir(parents=True, exist_ok=True)
+    out = OUTDIR / "wrong_python"
+    cmd = [CC] + _cflags() + ["-rdynamic", "-o", str(out), str(CTESTS / "wrong_python.c")] + _link_flags()
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    rc, stdout, stderr = run_program([out])
+    assert rc == 0 and stdout.strip() == "5", (stdout, stderr)             # OP_FAILED
+    lines = [ln for ln in stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, stderr
+    assert ("but this process runs Python 3.99.1 (main, May  9 2024, 12:34:56) [GCC 12.2.0]); every "
+            "ANeuralNetworks* call returns ANEURALNETWORKS_OP_FAILED") in lines[0]
+    assert lines[0].startswith("nnapi_py: runtime unavailable (built for Python 3.")

@@ -361,6 +361,11 @@ def test_readme_fallback_example(tmp_path):
                NNAPI_PY_TRACE="devices")
     p = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60, env=env)
     assert p.returncode == 0, p.stdout + p.stderr
-    assert p.stdout.splitlines() == [f"run {i}: ok, y[3] = {2 * i}" for i in range(4)] + ["3 fallbacks"]
+    assert p.stdout.splitlines() == ["run 0: GPU ok, y[3] = 0"] + [
+        f"run {i}: GPU failed, fallback ok, y[3] = {2 * i}" for i in (1, 2, 3)] + ["3 fallbacks in 4 runs"]
+    readme = open(os.path.join(here, "README.md")).read()       # the README shows this very output
+    assert "\n".join(p.stdout.splitlines()) in readme
+    assert "\n".join(p.stdout.splitlines()) in "\n".join(
+        ln.lstrip(" *") for ln in open(os.path.join(here, "examples", "fallback.c")).read().splitlines())
     assert "nnapi_py: partition: operation 0 ADD -> gpu" in p.stderr
     assert p.stderr.count("injected fault gpu:execute-fail@every=2") == 3

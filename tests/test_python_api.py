@@ -71,8 +71,8 @@ def test_execution_modes(mode):
 
 def test_reusable_run_without_copies_returns_the_bound_buffers():
     """run(copy=False) returns the bound output buffers: the same arrays every run (fixed
-    shapes), holding each run's results in turn, and outputs bound by the caller are those
-    very arrays; copy=True (the default) returns copies the next run leaves alone."""
+    shapes), holding each run's results in turn, and outputs bound by the caller with bind()
+    are those very arrays; copy=True (the default) returns copies the next run leaves alone."""
     m = nn.Model()
     x = m.input("x", nn.float32, (2, 2))
     fixed = [(nn.float32, (2, 2))]                                  # declared output shapes
@@ -80,8 +80,8 @@ def test_reusable_run_without_copies_returns_the_bound_buffers():
     m.output(m.op("MUL", x, np.full((2, 2), 3, np.float32), 0, outputs=fixed), "z")
     e = m.compile().execution(reusable=True)
     mine = np.empty((2, 2), np.float32)
-    first = e.run({"x": np.zeros((2, 2), np.float32)}, {"z": mine}, copy=False)
-    assert first["z"] is mine or np.shares_memory(first["z"], mine)
+    first = e.bind(outputs={"z": mine}).run({"x": np.zeros((2, 2), np.float32)}, copy=False)
+    assert np.shares_memory(first["z"], mine)
     kept = e.run({"x": np.ones((2, 2), np.float32)})              # a copy
     again = e.run({"x": np.full((2, 2), 2, np.float32)}, copy=False)
     assert again is e.run({"x": np.full((2, 2), 5, np.float32)}, copy=False)
@@ -89,6 +89,132 @@ def test_reusable_run_without_copies_returns_the_bound_buffers():
     np.testing.assert_array_equal(mine, 15)
     np.testing.assert_array_equal(kept["y"], 2)
     np.testing.assert_array_equal(kept["z"], 3)
+
+
+def _two_output_model():
+    m = nn.Model()
+    x = m.input("x", nn.float32, (2, 2))
+    fixed = [(nn.float32, (2, 2))]
+    m.output(m.op("ADD", x, np.ones((2, 2), np.float32), 0, outputs=fixed), "y")
+    m.output(m.op("MUL", x, np.full((2, 2), 3, np.float32), 0, outputs=fixed), "z")
+    return m.compile()
+
+
+def test_reusable_run_never_writes_into_the_callers_arrays():
+    """Issue 26.1: a reusable execution's later run(new_inputs) does not write into the arrays an
+    earlier run was given, inputs or outputs; outputs given to a run receive that run's results
+    only."""
+    e = _two_output_model().execution(reusable=True)
+    x0 = np.full((2, 2), 7, np.float32)                              # dtype and layout would fit zero-copy
+    z0 = np.zeros((2, 2), np.float32)
+    out = e.run({"x": x0}, {"z": z0})
+    np.testing.assert_array_equal(z0, 21)                            # this run's result, in the caller's array
+    np.testing.assert_array_equal(out["y"], 8)
+    out = e.run({"x": np.zeros((2, 2), np.float32)})
+    np.testing.assert_array_equal(x0, 7)                             # untouched
+    np.testing.assert_array_equal(z0, 21)                            # not this run's
+    np.testing.assert_array_equal(out["z"], 0)
+    x0[...] = 1                                                      # not bound: no effect on the next run
+    np.testing.assert_array_equal(e.run()["y"], 1)
+    z1 = np.zeros((2, 2), np.float32)
+    e.run({"x": np.ones((2, 2), np.float32)}, {"z": z1}, copy=False)
+    np.testing.assert_array_equal(z1, 3)
+    np.testing.assert_array_equal(z0, 21)
+
+
+def test_bind_is_zero_copy_on_request():
+    """bind(): the caller's arrays, used in place: an input changed in place feeds the next run,
+    run(new_values) writes into the bound input, a bound output receives every run's results;
+    an array that cannot be used in place is refused, and bind() after the first run too."""
+    c = _two_output_model()
+    e = c.execution(reusable=True)
+    x, z = np.zeros((2, 2), np.float32), np.empty((2, 2), np.float32)
+    e.bind({"x": x}, {"z": z})
+    assert e.run()["y"].tolist() == [[1, 1], [1, 1]]
+    x[...] = 2
+    e.run()
+    np.testing.assert_array_equal(z, 6)
+    e.run({"x": np.full((2, 2), 4, np.float32)})
+    np.testing.assert_array_equal(x, 4)                              # asked for: the bound array
+    np.testing.assert_array_equal(z, 12)
+    with pytest.raises(ValueError, match="before the execution's first run"):
+        e.bind({"x": x})
+    for bad in (np.zeros((2, 2), np.float64), np.zeros((2, 4), np.float32)[:, ::2]):
+        with pytest.raises(ValueError, match="bind: input 'x'"):
+            c.execution(reusable=True).bind({"x": bad})
+    ro = np.zeros((2, 2), np.float32)
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        c.execution(reusable=True).bind(outputs={"y": ro})
+
+
+def test_one_shot_execution_second_run_leaves_inputs_alone():
+    """A one-shot execution binds its input zero-copy; a second run is BAD_STATE from the
+    library and must not have written the new values into the first run's array."""
+    e = _two_output_model().execution()
+    x0 = np.full((2, 2), 7, np.float32)
+    e.run({"x": x0})
+    with pytest.raises(nn.NNAPIError) as err:
+        e.run({"x": np.zeros((2, 2), np.float32)})
+    assert err.value.code_name == "BAD_STATE"
+    np.testing.assert_array_equal(x0, 7)
+
+
+def test_lossy_conversions_are_refused():
+    """Issue 26.3: values are converted only where nothing is lost (numpy's "same_kind" casts
+    with no overflow, integer -> integer when every value fits); float -> int, out-of-range
+    integers and overflowing floats raise a ValueError naming the input."""
+    m = nn.Model()
+    a = m.input("a", nn.int32, (3,))
+    m.output(m.op("ADD", a, a, 0), "s")
+    c = m.compile()
+    with pytest.raises(ValueError, match="input 'a': float64 values do not convert to int32"):
+        c.run({"a": [1.7, -2.9, 3e10]})
+    with pytest.raises(ValueError, match="input 'a': 3000000000 does not fit int32"):
+        c.run({"a": np.array([1, 2, 3_000_000_000])})
+    assert c.run({"a": [1, 2, 3]})["s"].tolist() == [2, 4, 6]             # int64 list -> int32: fits
+    assert c.run({"a": np.array([True, False, True])})["s"].tolist() == [2, 0, 2]
+    e = c.execution(reusable=True)
+    e.run({"a": [1, 2, 3]})
+    with pytest.raises(ValueError, match="float64 values do not convert"):
+        e.run({"a": [0.5, 0, 0]})                                         # later runs too
+
+    f = nn.Model()
+    x = f.input("x", nn.float32, (2,))
+    f.output(f.op("ADD", x, x, 0), "y")
+    cf = f.compile()
+    assert cf.run({"x": np.array([1.5, 2.0])})["y"].tolist() == [3.0, 4.0]   # float64 -> float32
+    assert cf.run({"x": [1, 2]})["y"].tolist() == [2.0, 4.0]                  # int -> float
+    with pytest.raises(ValueError, match="a value overflows float32"):
+        cf.run({"x": [1e40, 0.0]})
+    with pytest.raises(ValueError, match="complex128 values do not convert"):
+        cf.run({"x": [1j, 0]})
+
+    q = nn.Model()
+    u = q.input("u", nn.quant8_asymm(0.5, 0), (3,))
+    q.output(q.op("ADD", u, u, 0), "v")
+    cq = q.compile()
+    assert cq.run({"u": [1, 2, 3]})["v"].tolist() == [2, 4, 6]
+    with pytest.raises(ValueError, match="input 'u': 300 does not fit uint8"):
+        cq.run({"u": [1, 2, 300]})
+    with pytest.raises(ValueError, match="input 'u': -1 does not fit uint8"):
+        cq.run({"u": [-1, 2, 3]})
+
+    k = nn.Model()
+    with pytest.raises(ValueError, match="float64 values do not convert to int32"):
+        k.constant(np.array([1.5]), nn.int32)
+    with pytest.raises(ValueError, match="does not fit int32"):
+        k.op("ADD", k.input("i", nn.int32, (1,)), np.int32([1]), 2 ** 40)
+
+
+def test_duplicate_input_and_output_names_are_refused():
+    m = nn.Model()
+    x = m.input("x", nn.float32, (2,))
+    with pytest.raises(ValueError, match="already has an input named 'x'"):
+        m.input("x", nn.float32, (2,))
+    m.output(m.op("ADD", x, x, 0), "y")
+    with pytest.raises(ValueError, match="already has an output named 'y'"):
+        m.output(m.op("MUL", x, x, 0), "y")
 
 
 def test_float16_int32_and_scalar_types():

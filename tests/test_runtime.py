@@ -129,3 +129,34 @@ def test_library_loaded_by_full_path_then_bare_name():
             "print(l2.ANeuralNetworks_getDeviceCount(n), n[0])" % LIB_PATH)
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd="/")
     assert r.stdout.split() == ["0", "1"], r.stderr
+
+
+def test_every_reason_names_its_function():
+    """Issue 26.11: a reason names the function that failed, whichever layer raised it (the
+    prefix is added where every reason is recorded, errors.set_last), once."""
+    m = ffi.new("ANeuralNetworksModel**")
+    assert lib.ANeuralNetworksModel_create(m) == 0
+    t = ffi.new("ANeuralNetworksOperandType*", {"type": 0, "dimensionCount": 0, "dimensions": ffi.NULL})
+    assert lib.ANeuralNetworksModel_addOperand(m[0], t) == 0
+    idx = ffi.new("uint32_t[]", [0])
+    assert lib.ANeuralNetworksModel_identifyInputsAndOutputs(m[0], 1, idx, 1, idx) == BAD_DATA
+    assert last_error().startswith("ANeuralNetworksModel_identifyInputsAndOutputs: ")
+    assert lib.ANeuralNetworksModel_finish(m[0]) == BAD_DATA          # no operations
+    assert last_error() == "ANeuralNetworksModel_finish: the model has no operations"
+    lib.ANeuralNetworksModel_free(m[0])
+    done, _keep, _ = build_model("ADD", [T.f32([2]), T.f32([2]), T.i32(0)], [T.f32([2])])   # finished
+    assert lib.ANeuralNetworksModel_addOperand(done, t) == BAD_STATE
+    assert last_error() == ("ANeuralNetworksModel_addOperand: the model has been finished and can no longer "
+                            "be modified")
+    assert lib.ANeuralNetworksModel_finish(done) == BAD_STATE         # already names it: not doubled
+    assert last_error() == "ANeuralNetworksModel_finish was already called on this model"
+    assert lib.ANeuralNetworksExecution_compute(ffi.NULL) == UNEXPECTED_NULL
+    assert last_error().startswith("ANeuralNetworksExecution_compute: ")
+    import nnapi_py as nn
+    bad = nn.Model()
+    a = bad.input("a", nn.float32, (2,))
+    bad.output(bad.op("ADD", a, a, 9), "y")
+    with pytest.raises(nn.NNAPIError) as e:
+        bad.compile()
+    assert e.value.reason.startswith("ANeuralNetworksModel_finish: ")
+    assert str(e.value).count("ANeuralNetworksModel_finish") == 1          # the message does not repeat it

@@ -1,0 +1,181 @@
+"""`python -m nnapi_py` as a user runs it (a real subprocess each time): a failure is one line
+saying what is wrong and what to do, exit code 2 (usage, a file or input given) or 1 (the model
+cannot run), never a traceback unless asked for (--traceback, NNAPI_PY_TRACE=1); `show` in the
+README's forms; `run --bench` pins and reports the BLAS threads (issue 26, points 4, 5, 6, 8)."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import nnapi_py as nn
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def cli(*args, env=None, cwd=None):
+    e = dict(os.environ)
+    e.pop("NNAPI_PY_TRACE", None)
+    e.update(env or {})
+    return subprocess.run([sys.executable, "-m", "nnapi_py", *map(str, args)], capture_output=True, text=True,
+                          env=e, cwd=cwd, timeout=300)
+
+
+def one_line_failure(p, code, *needles):
+    """The process failed with `code`, printed exactly one line on stderr (no traceback) holding
+    every needle; returns that line."""
+    assert p.returncode == code, (p.returncode, p.stdout, p.stderr)
+    assert "Traceback" not in p.stderr + p.stdout, p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1, p.stderr
+    for n in needles:
+        assert n in lines[0], (n, lines[0])
+    return lines[0]
+
+
+def saved_model(tmp_path):
+    m = nn.Model("add")
+    x = m.input("x", nn.float32, (1, 4))
+    m.output(m.op("ADD", x, np.ones((1, 4), np.float32), 0), "y")
+    js = tmp_path / "m.json"
+    js.write_text(m.to_json())
+    return js
+
+
+# ---- point 5: errors are one line with the right exit code ----------------------------------------
+def test_unknown_option_and_missing_files(tmp_path):
+    one_line_failure(cli("--nope"), 2, "unknown option --nope")
+    one_line_failure(cli("run", tmp_path / "missing.tflite"), 2, "missing.tflite", "No such file")
+    one_line_failure(cli("show", tmp_path / "missing.json"), 2, "missing.json", "No such file")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    one_line_failure(cli("show", bad), 2, "bad.json is not a model's JSON")
+    one_line_failure(cli("show", tmp_path / "model.txt"), 2, "show reads a model's .json")
+
+
+def test_traceback_on_request(tmp_path):
+    """--traceback or NNAPI_PY_TRACE=1 adds the traceback (for a bug report) before the line."""
+    for p in (cli("run", tmp_path / "missing.tflite", "--traceback"),
+              cli("run", tmp_path / "missing.tflite", env={"NNAPI_PY_TRACE": "1"})):
+        assert p.returncode == 2
+        assert "Traceback (most recent call last)" in p.stderr
+        assert p.stderr.strip().splitlines()[-1].startswith("nnapi_py: ")
+
+
+def test_missing_optional_package_names_the_extra(tmp_path):
+    """Without the flatbuffer parser `tflite`: the API raises an ImportError subclass naming
+    pip install 'nnapi_py[tflite]'; the CLI prints that line and exits 1."""
+    shadow = tmp_path / "shadow" / "tflite"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'tflite'\", name='tflite')\n")
+    env = {"PYTHONPATH": os.pathsep.join([str(tmp_path / "shadow"), os.environ.get("PYTHONPATH", "")])}
+    model = tmp_path / "m.tflite"
+    model.write_bytes(b"\0" * 64)
+    one_line_failure(cli("run", model, env=env), 1, "pip install 'nnapi_py[tflite]'")
+    code = ("import sys, nnapi_py, nnapi_py.tflite as T\n"
+            "try:\n    T.load(sys.argv[1])\n"
+            "except ImportError as e:\n"
+            "    print(type(e).__name__, isinstance(e, nnapi_py.MissingDependency), e.name, e)\n")
+    e = dict(os.environ, **env)
+    p = subprocess.run([sys.executable, "-c", code, str(model)], capture_output=True, text=True, env=e, timeout=120)
+    assert p.stdout.startswith("MissingDependency True tflite "), p.stdout + p.stderr
+    assert "pip install 'nnapi_py[tflite]'" in p.stdout
+
+
+def test_pyproject_has_the_extras_the_messages_name():
+    text = open(os.path.join(ROOT, "pyproject.toml")).read()
+    assert "\ntflite = [" in text and "\ncompare = [" in text
+
+
+def test_nnapi_error_is_one_line_exit_1():
+    """A model the library refuses (an NNAPIError) is exit 1, one line with the reason (the
+    CLI cases with .tflite models that fail in the library: tests/test_tflite*.py)."""
+    m = nn.Model("bad")
+    a = m.input("a", nn.float32, (2,))
+    m.output(m.op("ADD", a, a, 9), "y")           # fused activation 9: BAD_DATA at finish
+    from nnapi_py import __main__ as M            # importing the CLI module runs nothing
+    with pytest.raises(nn.NNAPIError) as e:
+        m.compile()
+    code, line = M._failure(e.value)
+    assert code == 1 and "\n" not in line and "BAD_DATA" in line and "fused activation" in line
+
+
+# ---- point 6: show FILE.json --svg OUT.svg -------------------------------------------------------
+def test_show_in_the_readme_forms(tmp_path):
+    js = saved_model(tmp_path)
+    p = cli("show", js)
+    assert p.returncode == 0 and "ADD" in p.stdout, p.stderr
+    p = cli("show", js, "--dot")
+    assert p.returncode == 0 and p.stdout.startswith("digraph"), p.stderr
+    p = cli("show", js, "--json")
+    assert p.returncode == 0 and json.loads(p.stdout)["operations"], p.stderr
+    out = tmp_path / "OUT.svg"
+    p = cli("show", js, "--svg", out)
+    import shutil
+    if shutil.which("dot"):
+        assert p.returncode == 0 and out.read_text().lstrip().startswith("<"), p.stderr
+    else:                                          # no Graphviz: one line saying so, not the usage
+        line = one_line_failure(p, 1, "dot")
+        assert "usage" not in line
+    p = cli("show", js, "--svg")
+    assert p.returncode == 2 and "--svg" in p.stderr and "Traceback" not in p.stderr
+
+
+# ---- point 5, the Python API: operations by an unknown name or code ------------------------------
+def test_unknown_operation_name_or_code():
+    m = nn.Model()
+    x = m.input("x", nn.float32, (2,))
+    with pytest.raises(ValueError) as e:
+        m.op("FOO", x)
+    assert "no NNAPI operation named 'FOO'" in str(e.value) and "FLOOR" in str(e.value)
+    assert "docs/operations.md" in str(e.value)
+    with pytest.raises(ValueError) as e:
+        m.op("SOFTMAXX", x, 1.0)
+    assert "did you mean SOFTMAX" in str(e.value)
+    with pytest.raises(ValueError, match=r"no NNAPI operation has code 9999: codes are 0\.\.105"):
+        m.op(9999, x)
+    assert m.op("add", x, x, 0).type == nn.float32                 # names in any case
+
+
+# ---- point 4: --bench pins and reports the BLAS threads ------------------------------------------
+def _unpinned_env():
+    from nnapi_py import blas
+    return {k: v for k, v in os.environ.items() if k not in blas.ENV_VARS and k != "NNAPI_PY_TRACE"}
+
+
+def test_blas_pinning_before_and_after_numpy_loads():
+    """pin_environment() before numpy loads gives one BLAS thread; after, limit() does; threads()
+    reads what is in force (the 2-core machine's default would be 2)."""
+    code = ("import sys\nfrom nnapi_py import blas\nassert blas.pin_environment(1)\nimport numpy\n"
+            "print(blas.threads())\nprint(blas.pin_environment(1))\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_unpinned_env(), timeout=60)
+    assert p.stdout.split("\n")[:2] == ["[('openblas', 1)]", "False"], p.stdout + p.stderr
+    code = ("import numpy\nfrom nnapi_py import blas\nassert blas.limit(1)\nprint(blas.describe())\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_unpinned_env(), timeout=60)
+    assert p.stdout.strip() == "openblas 1 thread", p.stdout + p.stderr
+
+
+def test_run_bench_prints_the_thread_counts(tmp_path):
+    pytest.importorskip("ai_edge_litert.interpreter", reason="LiteRT (ai-edge-litert) is not installed")
+    pytest.importorskip("tflite", reason="the tflite parser package is not installed")
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import tflite_writer
+    f32 = np.float32
+    path = tflite_writer.write(str(tmp_path / "add.tflite"),
+                               [("a", f32, (2, 3), None), ("b", f32, (2, 3), None), ("y", f32, (2, 3), None)],
+                               [("ADD", [0, 1], [2], None)], [0, 1], [2])
+    e = _unpinned_env()
+    p = subprocess.run([sys.executable, "-m", "nnapi_py", "run", path, "--bench", "3"], capture_output=True,
+                       text=True, env=e, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert "threads: nnapi_py numpy BLAS: openblas 1 thread; LiteRT: num_threads=1" in p.stdout, p.stdout
+
+
+def test_make_bench_prints_the_thread_counts():
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import run as bench_run
+    line = bench_run.threads_line()
+    assert line.startswith("threads: nnapi_py numpy BLAS openblas 1 thread (OPENBLAS_NUM_THREADS=1"), line
+    assert "LiteRT num_threads=1" in line
