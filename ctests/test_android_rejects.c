@@ -99,48 +99,43 @@ static int build_add_scalar_input(ANeuralNetworksModel** out) {
     return rc;
 }
 
+/* A new descriptor with dimensions dims[rank] set (rank < 0: none set); NULL on failure. */
+static ANeuralNetworksMemoryDesc* desc_with(int rank, const uint32_t* dims) {
+    ANeuralNetworksMemoryDesc* d = NULL;
+    if (!CHECK_RC(ANeuralNetworksMemoryDesc_create(&d), ANEURALNETWORKS_NO_ERROR)) return NULL;
+    if (rank >= 0) CHECK_RC(ANeuralNetworksMemoryDesc_setDimensions(d, (uint32_t)rank, dims), ANEURALNETWORKS_NO_ERROR);
+    return d;
+}
+
 static void test_memory_desc(void) {
     ck_section("MemoryDesc roles against setDimensions");
     ANeuralNetworksModel* m = NULL;
     ANeuralNetworksCompilation* c = NULL;
     REQUIRE_RC(build_add_scalar_input(&m), ANEURALNETWORKS_NO_ERROR);
     REQUIRE_RC(nn_compile(m, &c), ANEURALNETWORKS_NO_ERROR);
-    ANeuralNetworksMemoryDesc* d = NULL;
-
-    /* rank given first, then a scalar role: BAD_DATA (Android's MemoryBuilder::addRole) */
     const uint32_t two[1] = {2}, zero[1] = {0}, three[1] = {3};
-    REQUIRE_RC(ANeuralNetworksMemoryDesc_create(&d), ANEURALNETWORKS_NO_ERROR);
-    CHECK_RC(ANeuralNetworksMemoryDesc_setDimensions(d, 1, two), ANEURALNETWORKS_NO_ERROR);
-    CHECK_RC(ANeuralNetworksMemoryDesc_addInputRole(d, c, 2, 1.0f), ANEURALNETWORKS_BAD_DATA);
-    CHECK(reason_has("scalar"));
-    /* the descriptor is still usable: a tensor role of that shape */
-    CHECK_RC(ANeuralNetworksMemoryDesc_addInputRole(d, c, 0, 1.0f), ANEURALNETWORKS_NO_ERROR);
-    CHECK_RC(ANeuralNetworksMemoryDesc_finish(d), ANEURALNETWORKS_NO_ERROR);
-    ANeuralNetworksMemoryDesc_free(d);
 
-    /* a rank with unknown dimension is still a rank */
-    d = NULL;
-    REQUIRE_RC(ANeuralNetworksMemoryDesc_create(&d), ANEURALNETWORKS_NO_ERROR);
-    CHECK_RC(ANeuralNetworksMemoryDesc_setDimensions(d, 1, zero), ANEURALNETWORKS_NO_ERROR);
-    CHECK_RC(ANeuralNetworksMemoryDesc_addOutputRole(d, c, 0, 1.0f), ANEURALNETWORKS_NO_ERROR);
-    ANeuralNetworksMemoryDesc_free(d);
-    d = NULL;
-    REQUIRE_RC(ANeuralNetworksMemoryDesc_create(&d), ANEURALNETWORKS_NO_ERROR);
-    CHECK_RC(ANeuralNetworksMemoryDesc_setDimensions(d, 1, zero), ANEURALNETWORKS_NO_ERROR);
-    CHECK_RC(ANeuralNetworksMemoryDesc_addInputRole(d, c, 2, 1.0f), ANEURALNETWORKS_BAD_DATA);
-    ANeuralNetworksMemoryDesc_free(d);
+    /* a rank given first (also [0]: a rank with an unknown dimension), then a scalar role:
+     * BAD_DATA (Android's MemoryBuilder::addRole); the descriptor stays usable */
+    for (int k = 0; k < 2; k++) {
+        ANeuralNetworksMemoryDesc* d = desc_with(1, k ? zero : two);
+        if (!d) return;
+        CHECK_RC(ANeuralNetworksMemoryDesc_addInputRole(d, c, 2, 1.0f), ANEURALNETWORKS_BAD_DATA);
+        CHECK(reason_has("scalar"));
+        CHECK_RC(ANeuralNetworksMemoryDesc_addOutputRole(d, c, 0, 1.0f), ANEURALNETWORKS_NO_ERROR);
+        CHECK_RC(ANeuralNetworksMemoryDesc_finish(d), ANEURALNETWORKS_NO_ERROR);
+        ANeuralNetworksMemoryDesc_free(d);
+    }
 
     /* dimensions given first that contradict the role's operand: BAD_DATA */
-    d = NULL;
-    REQUIRE_RC(ANeuralNetworksMemoryDesc_create(&d), ANEURALNETWORKS_NO_ERROR);
-    CHECK_RC(ANeuralNetworksMemoryDesc_setDimensions(d, 1, three), ANEURALNETWORKS_NO_ERROR);
+    ANeuralNetworksMemoryDesc* d = desc_with(1, three);
+    if (!d) return;
     CHECK_RC(ANeuralNetworksMemoryDesc_addInputRole(d, c, 0, 1.0f), ANEURALNETWORKS_BAD_DATA);
     ANeuralNetworksMemoryDesc_free(d);
 
     /* positive controls: rank 0 then a scalar role; a scalar role then rank 0 */
-    d = NULL;
-    REQUIRE_RC(ANeuralNetworksMemoryDesc_create(&d), ANEURALNETWORKS_NO_ERROR);
-    CHECK_RC(ANeuralNetworksMemoryDesc_setDimensions(d, 0, NULL), ANEURALNETWORKS_NO_ERROR);
+    d = desc_with(0, NULL);
+    if (!d) return;
     CHECK_RC(ANeuralNetworksMemoryDesc_addInputRole(d, c, 2, 1.0f), ANEURALNETWORKS_NO_ERROR);
     CHECK_RC(ANeuralNetworksMemoryDesc_setDimensions(d, 0, NULL), ANEURALNETWORKS_NO_ERROR);
     CHECK_RC(ANeuralNetworksMemoryDesc_setDimensions(d, 1, two), ANEURALNETWORKS_BAD_DATA);
@@ -155,106 +150,85 @@ static void test_memory_desc(void) {
 }
 
 /* ------------------------------------------------------------------------ IF / WHILE */
-/* out = CAST(in): an identity model on `type` (finished) */
+/* A finished one-operation model: operands types[n], `op` reading ins[n_in] and writing
+ * operand out, model inputs operands 0..n_model_in-1, output `out`. */
+static ANeuralNetworksModel* one_op_model(const ANeuralNetworksOperandType* const* types, uint32_t n, int32_t op,
+                                          const uint32_t* ins, uint32_t n_in, uint32_t out, uint32_t n_model_in) {
+    ANeuralNetworksModel* m = NULL;
+    int rc = ANeuralNetworksModel_create(&m);
+    for (uint32_t k = 0; k < n; k++) NN_TRY(rc, ANeuralNetworksModel_addOperand(m, types[k]));
+    const uint32_t model_ins[2] = {0, 1}, o[1] = {out};
+    NN_TRY(rc, ANeuralNetworksModel_addOperation(m, op, n_in, ins, 1, o));
+    NN_TRY(rc, ANeuralNetworksModel_identifyInputsAndOutputs(m, n_model_in, model_ins, 1, o));
+    NN_TRY(rc, ANeuralNetworksModel_finish(m));
+    CHECK_RC(rc, ANEURALNETWORKS_NO_ERROR);
+    return m;
+}
+
+/* out = CAST(in): an identity model on `type` */
 static ANeuralNetworksModel* identity_model(const ANeuralNetworksOperandType* type) {
-    ANeuralNetworksModel* m = NULL;
-    int rc = ANeuralNetworksModel_create(&m);
-    NN_TRY(rc, ANeuralNetworksModel_addOperand(m, type));
-    NN_TRY(rc, ANeuralNetworksModel_addOperand(m, type));
-    uint32_t i[1] = {0}, o[1] = {1};
-    NN_TRY(rc, ANeuralNetworksModel_addOperation(m, ANEURALNETWORKS_CAST, 1, i, 1, o));
-    NN_TRY(rc, ANeuralNetworksModel_identifyInputsAndOutputs(m, 1, i, 1, o));
-    NN_TRY(rc, ANeuralNetworksModel_finish(m));
-    CHECK_RC(rc, ANEURALNETWORKS_NO_ERROR);
-    return m;
+    const ANeuralNetworksOperandType* types[2] = {type, type};
+    const uint32_t in[1] = {0};
+    return one_op_model(types, 2, ANEURALNETWORKS_CAST, in, 1, 1, 1);
 }
 
-/* cond(a, b) = LESS(a, b) -> bool[1] (finished) */
+/* cond(a, b) = LESS(a, b) -> bool[1] */
 static ANeuralNetworksModel* less_model(const ANeuralNetworksOperandType* type) {
-    ANeuralNetworksModel* m = NULL;
-    const uint32_t one[1] = {1};
+    const uint32_t one[1] = {1}, in[2] = {0, 1};
     ANeuralNetworksOperandType bt = nn_type(ANEURALNETWORKS_TENSOR_BOOL8, 1, one, 0.f, 0);
-    int rc = ANeuralNetworksModel_create(&m);
-    NN_TRY(rc, ANeuralNetworksModel_addOperand(m, type));
-    NN_TRY(rc, ANeuralNetworksModel_addOperand(m, type));
-    NN_TRY(rc, ANeuralNetworksModel_addOperand(m, &bt));
-    uint32_t i[2] = {0, 1}, o[1] = {2};
-    NN_TRY(rc, ANeuralNetworksModel_addOperation(m, ANEURALNETWORKS_LESS, 2, i, 1, o));
-    NN_TRY(rc, ANeuralNetworksModel_identifyInputsAndOutputs(m, 2, i, 1, o));
-    NN_TRY(rc, ANeuralNetworksModel_finish(m));
-    CHECK_RC(rc, ANEURALNETWORKS_NO_ERROR);
-    return m;
+    const ANeuralNetworksOperandType* types[3] = {type, type, &bt};
+    return one_op_model(types, 3, ANEURALNETWORKS_LESS, in, 2, 2, 2);
 }
 
-/* body(a, b) = (CAST(a)) with b input-only (finished) */
+/* body(a, b) = CAST(a), b input-only */
 static ANeuralNetworksModel* body_model(const ANeuralNetworksOperandType* type) {
-    ANeuralNetworksModel* m = NULL;
-    int rc = ANeuralNetworksModel_create(&m);
-    NN_TRY(rc, ANeuralNetworksModel_addOperand(m, type));
-    NN_TRY(rc, ANeuralNetworksModel_addOperand(m, type));
-    NN_TRY(rc, ANeuralNetworksModel_addOperand(m, type));
-    uint32_t ci[1] = {0}, co[1] = {2}, mi[2] = {0, 1};
-    NN_TRY(rc, ANeuralNetworksModel_addOperation(m, ANEURALNETWORKS_CAST, 1, ci, 1, co));
-    NN_TRY(rc, ANeuralNetworksModel_identifyInputsAndOutputs(m, 2, mi, 1, co));
-    NN_TRY(rc, ANeuralNetworksModel_finish(m));
-    CHECK_RC(rc, ANEURALNETWORKS_NO_ERROR);
-    return m;
+    const ANeuralNetworksOperandType* types[3] = {type, type, type};
+    const uint32_t in[1] = {0};
+    return one_op_model(types, 3, ANEURALNETWORKS_CAST, in, 1, 2, 2);
 }
 
-/* IF(cond, then, else, data...) -> outs; the data operands and outputs have types data[k] /
- * outs[k].  Returns addOperation's code. */
+/* addOperation's code for IF (cond != NULL: IF(cond, m1 = then, m2 = else, data...)) or WHILE
+ * (cond == NULL: WHILE(m1 = condition, m2 = body, data...)) with outputs outs[n_outs]. */
+static int add_control(const ANeuralNetworksOperandType* cond, const ANeuralNetworksModel* m1,
+                       const ANeuralNetworksModel* m2, const ANeuralNetworksOperandType* data, uint32_t n_data,
+                       const ANeuralNetworksOperandType* outs, uint32_t n_outs) {
+    ANeuralNetworksModel* m = NULL;
+    ANeuralNetworksOperandType mt = nn_scalar(ANEURALNETWORKS_MODEL);
+    const uint32_t first = cond != NULL;
+    int rc = ANeuralNetworksModel_create(&m);
+    if (cond) NN_TRY(rc, ANeuralNetworksModel_addOperand(m, cond));
+    NN_TRY(rc, ANeuralNetworksModel_addOperand(m, &mt));
+    NN_TRY(rc, ANeuralNetworksModel_addOperand(m, &mt));
+    NN_TRY(rc, ANeuralNetworksModel_setOperandValueFromModel(m, first, m1));
+    NN_TRY(rc, ANeuralNetworksModel_setOperandValueFromModel(m, first + 1, m2));
+    uint32_t ins[8] = {0, 1, 2}, os[4];
+    for (uint32_t k = 0; k < n_data; k++) {
+        NN_TRY(rc, ANeuralNetworksModel_addOperand(m, &data[k]));
+        ins[first + 2 + k] = first + 2 + k;
+    }
+    for (uint32_t k = 0; k < n_outs; k++) {
+        NN_TRY(rc, ANeuralNetworksModel_addOperand(m, &outs[k]));
+        os[k] = first + 2 + n_data + k;
+    }
+    if (rc == 0)
+        rc = ANeuralNetworksModel_addOperation(m, cond ? ANEURALNETWORKS_IF : ANEURALNETWORKS_WHILE,
+                                               first + 2 + n_data, ins, n_outs, os);
+    else
+        rc = -rc;   /* a setup failure is never mistaken for the code under test */
+    ANeuralNetworksModel_free(m);
+    return rc;
+}
+
 static int add_if(const ANeuralNetworksModel* then_m, const ANeuralNetworksModel* else_m,
                   const ANeuralNetworksOperandType* data, uint32_t n_data,
                   const ANeuralNetworksOperandType* outs, uint32_t n_outs, const uint32_t* cond_dims,
                   uint32_t cond_rank) {
-    ANeuralNetworksModel* m = NULL;
     ANeuralNetworksOperandType bt = nn_type(ANEURALNETWORKS_TENSOR_BOOL8, cond_rank, cond_dims, 0.f, 0);
-    ANeuralNetworksOperandType mt = nn_scalar(ANEURALNETWORKS_MODEL);
-    int rc = ANeuralNetworksModel_create(&m);
-    NN_TRY(rc, ANeuralNetworksModel_addOperand(m, &bt));
-    NN_TRY(rc, ANeuralNetworksModel_addOperand(m, &mt));
-    NN_TRY(rc, ANeuralNetworksModel_addOperand(m, &mt));
-    NN_TRY(rc, ANeuralNetworksModel_setOperandValueFromModel(m, 1, then_m));
-    NN_TRY(rc, ANeuralNetworksModel_setOperandValueFromModel(m, 2, else_m));
-    uint32_t ins[8] = {0, 1, 2}, os[4];
-    for (uint32_t k = 0; k < n_data; k++) {
-        NN_TRY(rc, ANeuralNetworksModel_addOperand(m, &data[k]));
-        ins[3 + k] = 3 + k;
-    }
-    for (uint32_t k = 0; k < n_outs; k++) {
-        NN_TRY(rc, ANeuralNetworksModel_addOperand(m, &outs[k]));
-        os[k] = 3 + n_data + k;
-    }
-    if (rc == 0) rc = ANeuralNetworksModel_addOperation(m, ANEURALNETWORKS_IF, 3 + n_data, ins, n_outs, os);
-    else rc = -rc;   /* a setup failure is never mistaken for the code under test */
-    ANeuralNetworksModel_free(m);
-    return rc;
+    return add_control(&bt, then_m, else_m, data, n_data, outs, n_outs);
 }
 
-static int add_while(const ANeuralNetworksModel* cond_m, const ANeuralNetworksModel* body_m,
-                     const ANeuralNetworksOperandType* data, uint32_t n_data,
-                     const ANeuralNetworksOperandType* outs, uint32_t n_outs) {
-    ANeuralNetworksModel* m = NULL;
-    ANeuralNetworksOperandType mt = nn_scalar(ANEURALNETWORKS_MODEL);
-    int rc = ANeuralNetworksModel_create(&m);
-    NN_TRY(rc, ANeuralNetworksModel_addOperand(m, &mt));
-    NN_TRY(rc, ANeuralNetworksModel_addOperand(m, &mt));
-    NN_TRY(rc, ANeuralNetworksModel_setOperandValueFromModel(m, 0, cond_m));
-    NN_TRY(rc, ANeuralNetworksModel_setOperandValueFromModel(m, 1, body_m));
-    uint32_t ins[8] = {0, 1}, os[4];
-    for (uint32_t k = 0; k < n_data; k++) {
-        NN_TRY(rc, ANeuralNetworksModel_addOperand(m, &data[k]));
-        ins[2 + k] = 2 + k;
-    }
-    for (uint32_t k = 0; k < n_outs; k++) {
-        NN_TRY(rc, ANeuralNetworksModel_addOperand(m, &outs[k]));
-        os[k] = 2 + n_data + k;
-    }
-    if (rc == 0) rc = ANeuralNetworksModel_addOperation(m, ANEURALNETWORKS_WHILE, 2 + n_data, ins, n_outs, os);
-    else rc = -rc;
-    ANeuralNetworksModel_free(m);
-    return rc;
-}
+#define add_while(cond_m, body_m, data, n_data, outs, n_outs) \
+    add_control(NULL, cond_m, body_m, data, n_data, outs, n_outs)
 
 static void test_control_flow(void) {
     ck_section("IF / WHILE checked against the referenced models at addOperation");
