@@ -365,6 +365,75 @@ static void test_set_io_types(void) {
     nn_shm_destroy(&shm);
 }
 
+/* Memory from a descriptor as an execution's input or output: the type given must combine with
+ * the descriptor's dimensions (DeviceMemoryValidator::validate), and an input's dimensions must
+ * equal the shape the memory holds, at every computation (validateInputDimensions). */
+static void test_desc_memory_types(void) {
+    ck_section("types given with memory from a descriptor");
+    const uint32_t zero[1] = {0}, one[1] = {1}, two[1] = {2}, three[1] = {3};
+    ANeuralNetworksOperandType t1 = nn_type(F32, 1, one, 0.f, 0), t2 = nn_type(F32, 1, two, 0.f, 0);
+    ANeuralNetworksOperandType t3 = nn_type(F32, 1, three, 0.f, 0);
+    float a[3] = {1, 2, 3}, b[3] = {10, 20, 30};
+    ANeuralNetworksModel* m = NULL;
+    ANeuralNetworksCompilation* c = NULL;
+    REQUIRE_RC(build_add(1, zero, 1, zero, &m, &c), ANEURALNETWORKS_NO_ERROR);   /* all dims unknown */
+
+    for (int fixed = 0; fixed < 2; fixed++) {
+        /* fixed: the descriptor says [1]; otherwise it leaves the dimension unknown */
+        ANeuralNetworksMemoryDesc* d = desc_with(1, fixed ? one : zero);
+        if (!d) return;
+        CHECK_RC(ANeuralNetworksMemoryDesc_addOutputRole(d, c, 0, 1.0f), ANEURALNETWORKS_NO_ERROR);
+        CHECK_RC(ANeuralNetworksMemoryDesc_addInputRole(d, c, 0, 1.0f), ANEURALNETWORKS_NO_ERROR);
+        CHECK_RC(ANeuralNetworksMemoryDesc_finish(d), ANEURALNETWORKS_NO_ERROR);
+        ANeuralNetworksMemory* mem = NULL;
+        REQUIRE_RC(ANeuralNetworksMemory_createFromDesc(d, &mem), ANEURALNETWORKS_NO_ERROR);
+        ANeuralNetworksMemoryDesc_free(d);
+
+        /* write a [1] (fixed) or [2] result into the memory; [2] against a [1] descriptor: BAD_DATA */
+        const ANeuralNetworksOperandType* shape = fixed ? &t1 : &t2;
+        ANeuralNetworksExecution* e = NULL;
+        REQUIRE_RC(ANeuralNetworksExecution_create(c, &e), ANEURALNETWORKS_NO_ERROR);
+        if (fixed) {
+            CHECK_RC(ANeuralNetworksExecution_setOutputFromMemory(e, 0, &t2, mem, 0, 0), ANEURALNETWORKS_BAD_DATA);
+            CHECK(reason_has("incompatible with the memory's [1]"));
+        }
+        CHECK_RC(ANeuralNetworksExecution_setOutputFromMemory(e, 0, shape, mem, 0, 0), ANEURALNETWORKS_NO_ERROR);
+        CHECK_RC(ANeuralNetworksExecution_setInput(e, 0, shape, a, fixed ? 4 : 8), ANEURALNETWORKS_NO_ERROR);
+        CHECK_RC(ANeuralNetworksExecution_setInput(e, 1, shape, b, fixed ? 4 : 8), ANEURALNETWORKS_NO_ERROR);
+        CHECK_RC(ANeuralNetworksExecution_compute(e), ANEURALNETWORKS_NO_ERROR);
+        ANeuralNetworksExecution_free(e);
+
+        /* read it back as input 0 with a type that differs from the shape it holds */
+        e = NULL;
+        REQUIRE_RC(ANeuralNetworksExecution_create(c, &e), ANEURALNETWORKS_NO_ERROR);
+        if (fixed) {
+            CHECK_RC(ANeuralNetworksExecution_setInputFromMemory(e, 0, &t2, mem, 0, 0), ANEURALNETWORKS_BAD_DATA);
+        } else {
+            CHECK_RC(ANeuralNetworksExecution_setInputFromMemory(e, 0, &t3, mem, 0, 0), ANEURALNETWORKS_NO_ERROR);
+            CHECK_RC(ANeuralNetworksExecution_setInput(e, 1, &t3, b, 12), ANEURALNETWORKS_NO_ERROR);
+            float out[3] = {0};
+            CHECK_RC(ANeuralNetworksExecution_setOutput(e, 0, NULL, out, 12), ANEURALNETWORKS_NO_ERROR);
+            CHECK_RC(ANeuralNetworksExecution_compute(e), ANEURALNETWORKS_OP_FAILED);
+            CHECK(reason_has("input 0: dimensions [3] differ from the shape [2] the descriptor memory holds"));
+        }
+        ANeuralNetworksExecution_free(e);
+
+        /* control: the shape it holds */
+        e = NULL;
+        float out[2] = {0};
+        REQUIRE_RC(ANeuralNetworksExecution_create(c, &e), ANEURALNETWORKS_NO_ERROR);
+        CHECK_RC(ANeuralNetworksExecution_setInputFromMemory(e, 0, shape, mem, 0, 0), ANEURALNETWORKS_NO_ERROR);
+        CHECK_RC(ANeuralNetworksExecution_setInput(e, 1, shape, b, fixed ? 4 : 8), ANEURALNETWORKS_NO_ERROR);
+        CHECK_RC(ANeuralNetworksExecution_setOutput(e, 0, NULL, out, fixed ? 4 : 8), ANEURALNETWORKS_NO_ERROR);
+        CHECK_RC(ANeuralNetworksExecution_compute(e), ANEURALNETWORKS_NO_ERROR);
+        CHECK(out[0] == 21.0f);      /* (1 + 10) + 10 */
+        ANeuralNetworksExecution_free(e);
+        ANeuralNetworksMemory_free(mem);
+    }
+    ANeuralNetworksCompilation_free(c);
+    ANeuralNetworksModel_free(m);
+}
+
 /* ------------------------------------------------------------------------ computed output shapes */
 static void test_output_shape_given(void) {
     ck_section("output dimensions given by the client against the computed shape");
@@ -462,6 +531,7 @@ int main(void) {
     test_memory_desc();
     test_control_flow();
     test_set_io_types();
+    test_desc_memory_types();
     test_output_shape_given();
     test_output_size_overflow();
     return check_summary();

@@ -145,6 +145,11 @@ class Execution:
             roles = memory.roles_in if is_input else memory.roles_out
             if (self.compilation, index) not in roles:
                 raise bad_data(f"{kind} {index}: the memory descriptor has no {kind} role for this index")
+            if tdesc is not None and dims and memory.dims and (
+                    len(dims) != len(memory.dims) or any(a and b and a != b for a, b in zip(dims, memory.dims))):
+                # Android 14's DeviceMemoryValidator::validate: against the descriptor's dimensions
+                raise bad_data(f"{kind} {index}: dimensions {dims_text(dims)} are incompatible with the memory's "
+                               f"{dims_text(memory.dims)} (from its descriptor)")
             lst[index] = _IO(0, 0, dims, memory, 0)
             self.any_set = True
             return
@@ -267,6 +272,10 @@ class Execution:
                 if not mem.initialized:
                     raise NNError(C.OP_FAILED, f"input {k}: the descriptor memory is not initialized")
                 shape = mem.shape
+                if code not in _SCALARS and tuple(io[2]) != tuple(shape):
+                    # Android 14's validateInputDimensions, at every computation
+                    raise NNError(C.OP_FAILED, f"input {k}: dimensions {dims_text(io[2])} differ from the shape "
+                                               f"{list(shape)} the descriptor memory holds")
                 raw = mem.array[:byte_size(code, shape)]
             else:
                 shape = io[2]

@@ -247,3 +247,62 @@ def test_output_dimensions_given_must_match_the_computed_shape(mode, static):
     np.testing.assert_array_equal(out[:2], [2, 4])
     lib.ANeuralNetworksCompilation_free(comp)
     lib.ANeuralNetworksModel_free(model)
+
+
+def test_types_given_with_memory_from_a_descriptor(mode):
+    """The type must combine with the descriptor's dimensions (Android's DeviceMemoryValidator),
+    and an input's dimensions must equal the shape the memory holds, at every computation."""
+    model, comp, keep = _add([0])                       # dimensions unknown everywhere
+    t1, k1 = _type(F32, [1])
+    t2, k2 = _type(F32, [2])
+    t3, k3 = _type(F32, [3])
+    a = np.array([1, 2, 3], np.float32)
+    out = np.zeros(3, np.float32)
+    pa, po = ffi.from_buffer(a), ffi.from_buffer(out)
+
+    def memory(dims):
+        dp = ffi.new("ANeuralNetworksMemoryDesc**")
+        assert lib.ANeuralNetworksMemoryDesc_create(dp) == OK
+        assert lib.ANeuralNetworksMemoryDesc_setDimensions(dp[0], 1, ffi.new("uint32_t[]", dims)) == OK
+        assert lib.ANeuralNetworksMemoryDesc_addOutputRole(dp[0], comp, 0, 1.0) == OK
+        assert lib.ANeuralNetworksMemoryDesc_addInputRole(dp[0], comp, 0, 1.0) == OK
+        assert lib.ANeuralNetworksMemoryDesc_finish(dp[0]) == OK
+        mp = ffi.new("ANeuralNetworksMemory**")
+        assert lib.ANeuralNetworksMemory_createFromDesc(dp[0], mp) == OK
+        lib.ANeuralNetworksMemoryDesc_free(dp[0])
+        return mp[0]
+
+    def run(in0, in0_type, n, out_type=ffi.NULL, out_mem=None):
+        ex = _execution(comp)
+        if isinstance(in0, np.ndarray):
+            assert lib.ANeuralNetworksExecution_setInput(ex, 0, in0_type, ffi.from_buffer(in0), n * 4) == OK
+        else:
+            assert lib.ANeuralNetworksExecution_setInputFromMemory(ex, 0, in0_type, in0, 0, 0) == OK
+        assert lib.ANeuralNetworksExecution_setInput(ex, 1, in0_type, pa, n * 4) == OK
+        if out_mem is None:
+            assert lib.ANeuralNetworksExecution_setOutput(ex, 0, out_type, po, n * 4) == OK
+        else:
+            assert lib.ANeuralNetworksExecution_setOutputFromMemory(ex, 0, out_type, out_mem, 0, 0) == OK
+        code = lib.ANeuralNetworksExecution_compute(ex)
+        lib.ANeuralNetworksExecution_free(ex)
+        return code
+
+    fixed = memory([1])
+    ex = _execution(comp)
+    assert lib.ANeuralNetworksExecution_setOutputFromMemory(ex, 0, t2, fixed, 0, 0) == BAD_DATA
+    assert "output 0: dimensions [2] are incompatible with the memory's [1] (from its descriptor)" in last_error()
+    assert lib.ANeuralNetworksExecution_setInputFromMemory(ex, 0, t2, fixed, 0, 0) == BAD_DATA
+    lib.ANeuralNetworksExecution_free(ex)
+    assert run(a, t1, 1, t1, fixed) == OK               # controls: [1] written, then read as [1]
+    assert run(fixed, t1, 1) == OK and out[0] == 3
+
+    free = memory([0])
+    assert run(a, t2, 2, t2, free) == OK                # the memory now holds a [2]
+    assert run(free, t3, 3) == OP_FAILED
+    assert "input 0: dimensions [3] differ from the shape [2] the descriptor memory holds" in last_error()
+    assert run(free, t2, 2) == OK
+    np.testing.assert_array_equal(out[:2], [3, 6])
+    for h in (fixed, free):
+        lib.ANeuralNetworksMemory_free(h)
+    lib.ANeuralNetworksCompilation_free(comp)
+    lib.ANeuralNetworksModel_free(model)
