@@ -117,6 +117,9 @@ def _run(plan, values, deadline):
 
 class _Control(Op):
     control = True
+    # Android 14's validateIfOperation / validateWhileOperation compare the outputs with the
+    # referenced models at addOperation: nothing of it waits for the execution
+    validates_outputs = True
     allow_zero_sized = True
     optional_inputs = ()
 
