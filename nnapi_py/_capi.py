@@ -608,10 +608,11 @@ def Event_createFromSyncFenceFd(fd, out):
 
 
 def Event_getSyncFenceFd(h, out):
-    ev = _event(h)
+    # As Android 14: *syncFenceFd is -1 before the event is looked at, so every failure
+    # (NULL, freed or wrong-kind event, an event not backed by a fence) leaves it -1.
     _out(out, "sync_fence_fd")
     out[0] = -1
-    out[0] = ev.get_fd()
+    out[0] = _event(h).get_fd()
     return 0
 
 

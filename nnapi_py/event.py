@@ -8,6 +8,17 @@ from . import constants as C
 from .errors import bad_data
 
 
+def _dup_fence(fd):
+    """A duplicate of sync fence `fd` for the caller (Event_getSyncFenceFd); BAD_DATA when
+    there is none to give, as Android 14 answers an fd it cannot duplicate."""
+    if fd < 0:
+        raise bad_data("the event is not backed by a sync fence")
+    try:
+        return os.dup(fd)
+    except OSError as e:
+        raise bad_data(f"cannot duplicate the event's sync fence fd {fd}: {e.strerror}") from None
+
+
 class Event:
     """Signalled once; status is the computation's result code."""
 
@@ -33,9 +44,7 @@ class Event:
         return self._done.is_set() and self.status != C.NO_ERROR
 
     def get_fd(self):
-        if self.fd < 0:
-            raise bad_data("the event is not backed by a sync fence")
-        return os.dup(self.fd)
+        return _dup_fence(self.fd)
 
     def close(self):
         if self.fd >= 0:
@@ -77,7 +86,7 @@ class FenceEvent:
         return self.done() and self.wait() != C.NO_ERROR
 
     def get_fd(self):
-        return os.dup(self.fd)
+        return _dup_fence(self.fd)
 
     def close(self):
         if self.fd >= 0:

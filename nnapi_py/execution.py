@@ -9,7 +9,7 @@ from . import devices
 from .cffi_util import view_array
 from .errors import NNError, bad_data, bad_state, lenient, null
 from .event import Event, pool
-from .operand import byte_size, check_operand_type, merge_dims, dims_text
+from .operand import byte_size, check_operand_type, dims_text
 from .ops.control import loop as _loop
 
 PREPARATION, COMPUTATION, COMPLETED = 0, 1, 2
@@ -28,6 +28,41 @@ QUIET_NUMPY = False
 _quiet = threading.local()
 
 _state_lock = threading.Lock()   # guards state transitions of every execution (held briefly)
+
+
+def _given_dims(kind, index, declared, given, partial):
+    """The dimensions of a tensor input/output from the type given to setInput/setOutput (or
+    their FromMemory variants), as Android 14's checkDimensionInfo: the type of an input with a
+    buffer must be fully specified (rank >= 1, no 0; `partial` for outputs and omitted inputs);
+    a model of known rank fixes the rank and every non-zero dimension, also against a 0."""
+    if not partial and (not given or not all(given)):
+        raise bad_data(f"{kind} {index}: the operand type given has dimensions {dims_text(given)}; an input's "
+                       f"type must be fully specified (rank >= 1, no 0 dimension)")
+    if not declared:                         # unknown rank in the model
+        return given if given or kind == "input" else None
+    if len(given) != len(declared):
+        raise bad_data(f"{kind} {index}: rank {len(given)} differs from the model's rank {len(declared)}")
+    for i, (a, b) in enumerate(zip(declared, given)):
+        if a and a != b:
+            raise bad_data(f"{kind} {index}: dimension {i} is given as {b} but the model fixes it to {a} "
+                           f"(only the model's unspecified dimensions can be given)")
+    return given
+
+
+_MAX_OPERAND_BYTES = 0xFFFFFFFF
+
+
+def _check_output(k, given, shape, need):
+    """A computed model output against what the client fixed, before anything is written: as
+    Android 14's ExecutionBuilder::updateOutputShapes, the computation fails (OP_FAILED) when
+    the shape contradicts a dimension given for the output (setOutput's type, or the model's
+    when none was given) or its size overflows uint32."""
+    if given and (len(given) != len(shape) or any(g and g != d for g, d in zip(given, shape))):
+        raise NNError(C.OP_FAILED, f"output {k}: the computed shape {list(shape)} differs from the dimensions "
+                                   f"{dims_text(given)} given for it")
+    if need > _MAX_OPERAND_BYTES:
+        raise NNError(C.OP_FAILED, f"output {k}: the computed shape {list(shape)} needs {need} bytes, more than "
+                                   f"an operand can hold (2^32 - 1)")
 
 
 class Execution:
@@ -65,8 +100,6 @@ class Execution:
         kind = "input" if is_input else "output"
         if not 0 <= index < len(lst):
             raise bad_data(f"{kind} index {index} is out of range (model has {len(lst)} {kind}s)")
-        if lst[index] is not None:
-            raise bad_state(f"{kind} {index} has already been set")
         m = self.model
         op = (m.inputs if is_input else m.outputs)[index]
         code = m.types[op]
@@ -85,17 +118,13 @@ class Execution:
                 if tdims:
                     raise bad_data(f"{kind} {index}: a scalar cannot be given dimensions")
                 dims = ()
-            elif declared is None or len(declared) == 0:
-                if not tdims and not is_input:
-                    dims = None
-                else:
-                    dims = tuple(tdims)
             else:
-                if len(tdims) != len(declared):
-                    raise bad_data(f"{kind} {index}: rank {len(tdims)} differs from the model's rank {len(declared)}")
-                dims = merge_dims(declared, tdims, f"{kind} {index}")
+                dims = _given_dims(kind, index, declared, tuple(tdims),
+                                   partial=not is_input or (memory is None and addr == 0))
         else:
             dims = () if code in _SCALARS else declared
+        if lst[index] is not None:
+            raise bad_state(f"{kind} {index} has already been set")
         if memory is None and addr == 0:
             if length != 0:
                 raise null(f"{kind} {index}: buffer is NULL but length is {length}")
@@ -117,6 +146,11 @@ class Execution:
             roles = memory.roles_in if is_input else memory.roles_out
             if (self.compilation, index) not in roles:
                 raise bad_data(f"{kind} {index}: the memory descriptor has no {kind} role for this index")
+            if tdesc is not None and dims and memory.dims and (
+                    len(dims) != len(memory.dims) or any(a and b and a != b for a, b in zip(dims, memory.dims))):
+                # Android 14's DeviceMemoryValidator::validate: against the descriptor's dimensions
+                raise bad_data(f"{kind} {index}: dimensions {dims_text(dims)} are incompatible with the memory's "
+                               f"{dims_text(memory.dims)} (from its descriptor)")
             lst[index] = _IO(0, 0, dims, memory, 0)
             self.any_set = True
             return
@@ -242,6 +276,10 @@ class Execution:
                 if not mem.initialized:
                     raise NNError(C.OP_FAILED, f"input {k}: the descriptor memory is not initialized")
                 shape = mem.shape
+                if code not in _SCALARS and tuple(io[2]) != tuple(shape):
+                    # Android 14's validateInputDimensions, at every computation
+                    raise NNError(C.OP_FAILED, f"input {k}: dimensions {dims_text(io[2])} differ from the shape "
+                                               f"{list(shape)} the descriptor memory holds")
                 raw = mem.array[:byte_size(code, shape)]
             else:
                 shape = io[2]
@@ -304,10 +342,12 @@ class Execution:
         for k, io in enumerate(self.outs):
             shape = plan.out_shapes[k]
             dt = plan.out_dtypes[k]
+            need = plan.out_static_bytes[k]
+            if io[2] is not self.model.dims[self.model.outputs[k]] or need > _MAX_OPERAND_BYTES:
+                _check_output(k, io[2], shape, need)
             if io[5]:
                 outs.append(np.empty(shape, dt))
                 continue
-            need = plan.out_static_bytes[k]
             if io[3] is None and need <= io[1]:
                 arr = view_array(io[0], need, dt, (1,) if plan.out_scalar[k] else shape)
                 outs.append(arr[0:1].reshape(()) if plan.out_scalar[k] else arr)
@@ -327,9 +367,10 @@ class Execution:
         def provider(k, shape, dt):
             io = self.outs[k]
             o = m.outputs[k]
+            need = byte_size(m.types[o], shape)
+            _check_output(k, io[2], shape, need)
             if io[5]:
                 return np.empty(shape, dt)
-            need = byte_size(m.types[o], shape)
             reg = self._output_region(k, io, need)
             if reg is None:
                 insufficient.append(k)

@@ -112,7 +112,6 @@ class MemoryDesc:
         self.channel = None
         self.dims = None
         self.finished = False
-        self._set_dims = None
 
     def _mutable(self):
         if self.finished:
@@ -134,20 +133,22 @@ class MemoryDesc:
         m = compilation.model
         op = ios[index]
         t, d, s, z, ch = m.types[op], m.dims[op], m.scales[op], m.zps[op], m.channel.get(op)
+        if self.type is not None and ((t, s, z) != (self.type, self.scale, self.zp) or ch != self.channel):
+            raise bad_data(f"the {kind} role {index} has an operand type incompatible with earlier roles")
+        if t in C.SCALAR_TYPES and self.dims:
+            # Android 14's MemoryBuilder::addRole: a scalar role after setDimensions gave a rank
+            raise bad_data(f"the {kind} role {index} is a scalar but the descriptor has dimensions {list(self.dims)}")
+        self.dims = self._merge(self.dims, d)
         if self.type is None:
             self.type, self.scale, self.zp, self.channel = t, s, z, ch
-            self.dims = d
-        else:
-            if (t, s, z) != (self.type, self.scale, self.zp) or ch != self.channel:
-                raise bad_data(f"the {kind} role {index} has an operand type incompatible with earlier roles")
-            self.dims = self._merge(self.dims, d)
         (self.roles_in if is_input else self.roles_out).append(role)
 
     @staticmethod
     def _merge(a, b):
-        if a is None:
-            return b
-        if b is None:
+        """Android's combineDimensions: an unknown rank (None or empty) takes the other side."""
+        if not a:
+            return b if b is not None else a
+        if not b:
             return a
         try:
             return merge_dims(a, b, "memory descriptor")
@@ -158,8 +159,7 @@ class MemoryDesc:
         self._mutable()
         if self.type is not None and self.type in C.SCALAR_TYPES and dims:
             raise bad_data("a scalar operand's memory descriptor must have rank 0")
-        self.dims = self._merge(self.dims, tuple(dims)) if dims or self.dims is None else self.dims
-        self._set_dims = tuple(dims)
+        self.dims = self._merge(self.dims, tuple(dims))
 
     def finish(self):
         self._mutable()

@@ -154,7 +154,9 @@ class Model:
                     raise bad_data(f"operation {registry.op_name(code)}: {kind} {k} refers to operand {i}, "
                                    f"which is out of range (model has {n} operands)")
         op = registry.lookup(code)
-        sig = Sig(op, [self.info(i) for i in ins], [self.info(i) for i in outs])
+        # a MODEL operand shows its referenced model, so IF / WHILE are checked against it here
+        # as Android 14 does; other constants are seen only at finish
+        sig = Sig(op, [self.info(i, self.life[i] == SUBGRAPH) for i in ins], [self.info(i) for i in outs])
         level = op.validate(sig) or 1
         if level > devices.CONFIG.level:
             devices.check_level(level, f"operation {len(self.operations)} ({op.name}) with these operand types")

@@ -119,6 +119,15 @@ def test_c_program(name):
 
 
 @needs_lib
+@pytest.mark.parametrize("strict", ["", "1"], ids=["default", "strict"])
+def test_c_android_rejects(strict):
+    """What Android 14 rejects and we used to accept (issue 23): the same in both modes."""
+    exe = compile_ctest("test_android_rejects")
+    rc, out, err = run_program([exe], env={"NNAPI_PY_STRICT": strict})
+    assert_all_passed([exe], rc, out, err)
+
+
+@needs_lib
 def test_c_host_threads_stay_quiet_and_release_fds():
     """numpy warnings from computations on several C threads never reach stderr; an fd used by
     an asynchronous computation is closed once everything is freed."""

@@ -18,31 +18,78 @@ from .base import Op, Runtime, register, tname
 loop = threading.local()
 
 
-def _signature_check(sig, what, model, values, outs=None):
-    """Referenced model operands must agree with the operation's operands."""
-    def agree(kind, k, inner, outer):
-        if inner.type != outer.type:
-            sig.fail(f"{what} {kind} {k} has type {tname(inner.type)}, "
-                     f"the operation's operand has {tname(outer.type)}")
-        if inner.type in C.QUANT_TYPES and (inner.scale != outer.scale or inner.zp != outer.zp):
-            sig.fail(f"{what} {kind} {k} has scale/zeroPoint ({inner.scale}, {inner.zp}), "
-                     f"the operation's operand has ({outer.scale}, {outer.zp})")
-        a, b = inner.dims, outer.dims
-        if a and b:
-            if len(a) != len(b):
-                sig.fail(f"{what} {kind} {k} has rank {len(a)}, the operation's operand has rank {len(b)}")
-            for d1, d2 in zip(a, b):
-                if d1 and d2 and d1 != d2:
-                    sig.fail(f"{what} {kind} {k} has dimensions {list(a)}, the operation's operand has {list(b)}")
-    if len(model.inputs) != len(values):
-        sig.fail(f"{what} has {len(model.inputs)} inputs, expected {len(values)}")
-    for k, (i, outer) in enumerate(zip(model.inputs, values)):
-        agree("input", k, model.info(i), outer)
-    if outs is not None:
-        if len(model.outputs) != len(outs):
-            sig.fail(f"{what} has {len(model.outputs)} outputs, expected {len(outs)}")
-        for k, (o, outer) in enumerate(zip(model.outputs, outs)):
-            agree("output", k, model.info(o), outer)
+def _compatible(sig, what, inner, outer, other="the operation's operand"):
+    """Android 14's compatible(): same type, scale, zeroPoint and per-channel parameters; ranks
+    and dimensions agree where both are known."""
+    if inner.type != outer.type:
+        sig.fail(f"{what} has type {tname(inner.type)}, {other} has {tname(outer.type)}")
+    if inner.scale != outer.scale or inner.zp != outer.zp or inner.channel != outer.channel:
+        sig.fail(f"{what} has scale/zeroPoint ({inner.scale:g}, {inner.zp})"
+                 f"{' and per-channel parameters' if inner.channel is not None else ''}, "
+                 f"{other} has ({outer.scale:g}, {outer.zp})"
+                 f"{' and per-channel parameters' if outer.channel is not None else ''}")
+    a, b = inner.dims, outer.dims
+    if a and b:
+        if len(a) != len(b):
+            sig.fail(f"{what} has rank {len(a)}, {other} has rank {len(b)}")
+        for d1, d2 in zip(a, b):
+            if d1 and d2 and d1 != d2:
+                sig.fail(f"{what} has dimensions {list(a)}, {other} has {list(b)}")
+
+
+def _condition(sig, what, inf):
+    """Android 14's validateConditionOperand: a TENSOR_BOOL8 of shape exactly [1]."""
+    if inf.type != C.TENSOR_BOOL8 or inf.dims is None or tuple(inf.dims) != (1,):
+        sig.fail(f"{what} must be a TENSOR_BOOL8 of shape [1], got {tname(inf.type)} "
+                 f"{'of unknown rank' if inf.dims is None else list(inf.dims)}")
+
+
+def _io(model, kind, k):
+    return model.info((model.inputs if kind == "input" else model.outputs)[k])
+
+
+def _check_if(sig):
+    """IF against its branch models (Android 14's validateIfOperation), at addOperation once the
+    MODEL operands hold their models, again at finish."""
+    _condition(sig, "input 0 (condition)", sig.ins[0])
+    for k, what in ((1, "then model"), (2, "else model")):
+        m = sig.ins[k].value
+        if m is None:
+            continue                  # no model yet: checked at finish
+        if len(sig.ins) != 3 + len(m.inputs) or len(sig.outs) != len(m.outputs):
+            sig.fail(f"the {what} has {len(m.inputs)} inputs and {len(m.outputs)} outputs; the operation "
+                     f"passes {len(sig.ins) - 3} inputs and has {len(sig.outs)} outputs")
+        for j in range(len(m.inputs)):
+            _compatible(sig, f"{what} input {j}", _io(m, "input", j), sig.ins[3 + j], f"input {3 + j}")
+        for j in range(len(m.outputs)):
+            _compatible(sig, f"{what} output {j}", _io(m, "output", j), sig.outs[j], f"output {j}")
+
+
+def _check_while(sig):
+    """WHILE against its condition and body models (Android 14's validateWhileOperation): with
+    m outputs, k state-only and n input-only operands, the operation has 2+m+k+n inputs, the
+    condition model m+k+n inputs and one output, the body model m+k+n inputs, m+k outputs."""
+    loop_ins = sig.ins[2:]
+    cond, body = sig.ins[0].value, sig.ins[1].value
+    if cond is not None:
+        if len(cond.inputs) != len(loop_ins) or len(cond.outputs) != 1:
+            sig.fail(f"the condition model has {len(cond.inputs)} inputs and {len(cond.outputs)} outputs; "
+                     f"expected {len(loop_ins)} inputs (the loop operands) and 1 output")
+        for j in range(len(cond.inputs)):
+            _compatible(sig, f"condition model input {j}", _io(cond, "input", j), loop_ins[j], f"input {2 + j}")
+        _condition(sig, "the condition model's output", _io(cond, "output", 0))
+    if body is not None:
+        m = len(sig.outs)
+        if len(body.inputs) != len(loop_ins) or not m <= len(body.outputs) <= len(body.inputs):
+            sig.fail(f"the body model has {len(body.inputs)} inputs and {len(body.outputs)} outputs, "
+                     f"which does not fit {len(loop_ins)} loop inputs and {m} outputs")
+        for j in range(len(body.inputs)):
+            _compatible(sig, f"body model input {j}", _io(body, "input", j), loop_ins[j], f"input {2 + j}")
+        for j in range(m):
+            _compatible(sig, f"body model output {j}", _io(body, "output", j), sig.outs[j], f"output {j}")
+        for j in range(len(body.outputs)):
+            _compatible(sig, f"body model output {j}", _io(body, "output", j), _io(body, "input", j),
+                        f"body model input {j}")
 
 
 def _subplan(node, model):
@@ -70,6 +117,9 @@ def _run(plan, values, deadline):
 
 class _Control(Op):
     control = True
+    # Android 14's validateIfOperation / validateWhileOperation compare the outputs with the
+    # referenced models at addOperation: nothing of it waits for the execution
+    validates_outputs = True
     allow_zero_sized = True
     optional_inputs = ()
 
@@ -89,16 +139,9 @@ class If(_Control):
 
     def validate(self, sig):
         self.check_operands(sig)
-        sig.types("input", 0, (C.TENSOR_BOOL8,))
-        d = sig.ins[0].dims
-        if d is not None and len(d) and tuple(d) != (1,):
-            sig.fail(f"input 0 (condition) must have shape [1], got {list(d)}")
         sig.types("input", 1, (C.MODEL,))
         sig.types("input", 2, (C.MODEL,))
-        for k, what in ((1, "then model"), (2, "else model")):
-            m = sig.ins[k].value
-            if m is not None:
-                _signature_check(sig, what, m, sig.ins[3:], sig.outs)
+        _check_if(sig)
         return 4
 
     def execute(self, node, ins, deadline):
@@ -115,27 +158,7 @@ class While(_Control):
         self.check_operands(sig)
         sig.types("input", 0, (C.MODEL,))
         sig.types("input", 1, (C.MODEL,))
-        cond, body = sig.ins[0].value, sig.ins[1].value
-        m = len(sig.outs)
-        if body is not None:
-            k = len(body.outputs) - m
-            n = len(body.inputs) - m - k
-            if k < 0 or n < 0 or m + k + n != len(sig.ins) - 2:
-                sig.fail(f"the body model has {len(body.inputs)} inputs and {len(body.outputs)} outputs, "
-                         f"which does not fit {len(sig.ins) - 2} loop inputs and {m} outputs")
-            _signature_check(sig, "body model", body, sig.ins[2:], sig.ins[2:2 + m + k])
-            for j in range(m):
-                o = body.info(body.outputs[j])
-                if o.type != sig.outs[j].type:
-                    sig.fail(f"output {j} has type {tname(sig.outs[j].type)}, the body model's "
-                             f"output has {tname(o.type)}")
-        if cond is not None:
-            _signature_check(sig, "condition model", cond, sig.ins[2:])
-            if len(cond.outputs) != 1:
-                sig.fail(f"the condition model must have exactly one output, it has {len(cond.outputs)}")
-            o = cond.info(cond.outputs[0])
-            if o.type != C.TENSOR_BOOL8 or (o.dims is not None and tuple(o.dims) not in ((1,),)):
-                sig.fail("the condition model's output must be a TENSOR_BOOL8 of shape [1]")
+        _check_while(sig)
         return 4
 
     def execute(self, node, ins, deadline):
