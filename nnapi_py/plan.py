@@ -7,9 +7,9 @@ from time import monotonic_ns as _now
 import numpy as np
 
 from . import constants as C
-from .errors import NNError, op_failed, strict
+from .errors import NNError, bad_data, op_failed, strict
 from .model import TEMP, INPUT, OUTPUT, CONST, CONST_REF, NO_VALUE, SUBGRAPH, Model
-from .ops.base import Info, PoolBuffer, Runtime
+from .ops.base import Info, PoolBuffer, Runtime, deferred_failure
 from .event import halted, park, enter_run, leave_run
 from .operand import dims_text
 from . import profile
@@ -41,7 +41,7 @@ def _set_constant_input(infos, tmpl, node, pos, type_code, value):
 
 
 class Node:
-    __slots__ = ("op", "ins", "outs", "kernel", "cache", "value_ins", "name")
+    __slots__ = ("op", "ins", "outs", "kernel", "cache", "value_ins", "name", "deferred")
 
     def __init__(self, operation):
         self.op = operation.op
@@ -51,6 +51,7 @@ class Node:
         self.kernel = None
         self.cache = {}
         self.value_ins = None
+        self.deferred = operation.deferred
 
 
 class Plan:
@@ -62,6 +63,12 @@ class Plan:
         self.inputs = model.inputs
         self.outputs = model.outputs
         self.nodes = [Node(o) for o in model.order]
+        for node in self.nodes:             # OEM_OPERATION: accepted in a model, run by no device
+            if node.op.unsupported:
+                raise bad_data(node.op.unsupported)
+        # the first check that Android 14 makes at execution and that fails here (Sig.at_execution,
+        # or a shape / value rule of infer / build at compilation): every computation fails with it
+        self.failure = None
         # template slot list: constants converted once
         tmpl = [None] * n
         for i in range(n):
@@ -91,6 +98,10 @@ class Plan:
         for node in self.nodes:
             if node.op.control:
                 continue
+            if node.deferred:                   # its outputs stay unknown; every run fails
+                self.failure = self.failure or node.deferred
+                static = False
+                continue
             ok = all(i in shapes or infos[i].omitted for i in node.ins)
             ok = ok and all(infos[node.ins[k]].value is not None or infos[node.ins[k]].omitted
                             for k in node.value_ins)
@@ -98,18 +109,14 @@ class Plan:
                 static = False
                 continue
             ins = [self._info_with(infos[i], shapes.get(i)) for i in node.ins]
-            out_dims = node.op.infer(ins)
-            outs = []
-            for o, d in zip(node.outs, out_dims):
-                d = tuple(int(x) for x in d)
-                if not _compatible(infos[o].dims, d):
-                    raise NNError(C.BAD_DATA, f"{node.name}: computed output shape {list(d)} for operand {o} "
-                                              f"conflicts with its declared dimensions {dims_text(infos[o].dims)}")
-                shapes[o] = d
-                outs.append(infos[o].with_dims(d))
-            node.kernel = node.op.build(ins, outs)
-            if profile.ENABLED:
-                node.kernel = profile.timed(node.name, node.kernel, profile.kernel_label(node.name, ins, outs))
+            try:
+                node.kernel = self._prepare(node, ins, infos, shapes)
+            except NNError as e:
+                # Android's driver checks these when it prepares the operation, at execution
+                if strict() or e.code not in (C.BAD_DATA, C.OP_FAILED):
+                    raise
+                self.failure = self.failure or e.reason
+                static = False
         self.static = static
         self.shapes = shapes
         self.template = tmpl
@@ -151,6 +158,29 @@ class Plan:
         self.out_static_bytes = [byte_size(types[o], s) if s is not None else None
                                  for o, s in zip(self.outputs, self.out_shapes)]
         self.desc_outputs_possible = True
+
+    @staticmethod
+    def _prepare(node, ins, infos, shapes):
+        """Output shapes (into shapes) and the kernel of a node whose input shapes are known."""
+        out_dims = node.op.infer(ins)
+        outs = []
+        for o, d in zip(node.outs, out_dims):
+            d = tuple(int(x) for x in d)
+            if not _compatible(infos[o].dims, d):
+                raise NNError(C.BAD_DATA, f"{node.name}: computed output shape {list(d)} for operand {o} "
+                                          f"conflicts with its declared dimensions {dims_text(infos[o].dims)}")
+            outs.append(infos[o].with_dims(d))
+        kernel = node.op.build(ins, outs)
+        for o, inf in zip(node.outs, outs):
+            shapes[o] = inf.dims
+        if profile.ENABLED:
+            kernel = profile.timed(node.name, kernel, profile.kernel_label(node.name, ins, outs))
+        return kernel
+
+    def check_runnable(self):
+        """Raise the deferred failure (OP_FAILED) of a plan whose checks failed at compilation."""
+        if self.failure is not None:
+            raise deferred_failure(self.failure)
 
     _ACTIVATIONS = {"RELU": C.FUSED_RELU, "RELU1": C.FUSED_RELU1, "RELU6": C.FUSED_RELU6}
 
@@ -318,6 +348,8 @@ class Plan:
 
     # ---- execution ---------------------------------------------------------------------------
     def run_static(self, in_arrays, out_arrays, deadline=None):
+        if self.failure is not None:
+            self.check_runnable()
         slots = self.take_arena()
         steps = self._arena_steps(slots)
         enter_run()
@@ -374,6 +406,8 @@ class Plan:
         out_provider(k, shape, dtype) returns the array to write model output k into.
         Returns the shapes of the model outputs.
         """
+        if self.failure is not None:
+            self.check_runnable()
         slots = list(self.template)
         for i, a in zip(self.inputs, in_arrays):
             slots[i] = a

@@ -175,6 +175,7 @@ def test_reduce_dynamic_output_shape():
     assert got.shape == (1, 2, 1) and got.reshape(-1).tolist() == [1.0, 4.0]
 
 
+@pytest.mark.strict_mode
 def test_reduce_declared_output_shape_conflict():
     c, msg = run_op("REDUCE_SUM", [T.f32([2, 3]), T.i32t([1], [0], const=True), T.b(False)], [T.f32([2])])
     assert c == BAD_DATA and "conflicts" in msg
@@ -182,6 +183,7 @@ def test_reduce_declared_output_shape_conflict():
 
 # ---- validation ---------------------------------------------------------------------------
 
+@pytest.mark.strict_mode
 def test_reduce_validation_reasons():
     cases = [
         ("REDUCE_SUM", [T.q8([2, 2]), T.i32t([1]), T.b(False)], [T.q8([2])], "input 0", "TENSOR_QUANT8_ASYMM"),
@@ -301,6 +303,7 @@ def test_topk_large_rows_match_sort():
     assert np.array_equal(v, np.take_along_axis(x, order, -1))
 
 
+@pytest.mark.strict_mode
 def test_topk_k_at_execution_and_validation():
     fails(run_op("TOPK_V2", [T.f32([2, 3]), T.i32(0)], [T.f32([2, 0]), T.i32t([2, 0])]), BAD_DATA,
           "input 1 (k) must be at least 1")
@@ -348,6 +351,7 @@ def test_gather_out_of_range_fails_at_execution():
     assert "Model_finish" in msg
 
 
+@pytest.mark.strict_mode
 def test_gather_quant_and_validation():
     got = ok(run_op("GATHER", [T.q8s([4], [-128, 0, 127, 5], 0.5, -1), T.i32(0), T.i32t([3], [3, 3, 0])],
                     [T.q8s([3], None, 0.5, -1)]))[0]
@@ -381,6 +385,7 @@ def test_embedding_lookup_rows_and_errors():
     assert got.tolist() == [[3, 4], [3, 4]]
 
 
+@pytest.mark.strict_mode
 def test_embedding_lookup_validation():
     fails(add_op_code("EMBEDDING_LOOKUP", [T.i32t([2]), T.f32([3])], [T.f32([2])]), BAD_DATA,
           "input 1 (values)", "at least 2")
@@ -426,6 +431,7 @@ def test_hashtable_unsorted_keys():
     assert "Model_finish" in msg
 
 
+@pytest.mark.strict_mode
 def test_hashtable_validation():
     fails(add_op_code("HASHTABLE_LOOKUP", [T.i32t([3]), T.i32t([3]), T.f32([3, 1])],
                       [T.f32([3, 1]), Opd(5, [3], None, 0.5, 0)]), BAD_DATA, "output 1 (hits)", "scale 1.0")

@@ -65,6 +65,7 @@ def test_rnn_step_matches_reference(batch, fuse):
     np.testing.assert_allclose(out[1], want, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.strict_mode
 def test_rnn_validation():
     w, r, b = weights(5, 4)
     ins = [T.f32([2, 4]), T.f32([5, 4], w, True), T.f32([5, 5], r, True), T.f32([5], b, True), T.f32([2, 5]),
@@ -215,6 +216,7 @@ def test_svdf_two_steps_through_the_state(rank, with_bias):
         state = out[0].astype(f32)
 
 
+@pytest.mark.strict_mode
 def test_svdf_validation():
     wf, wt = np.zeros((4, 3), f32), np.zeros((4, 5), f32)
     ins = [T.f32([2, 3]), T.f32([4, 3], wf, True), T.f32([4, 5], wt, True), Opd(3, [], None, const=True),
@@ -296,6 +298,7 @@ def test_multinomial_validation():
     expect_fail(nnhelp.add_op_code("RANDOM_MULTINOMIAL", ins, [T.i32t([1, 0])]), BAD_DATA, "input 1", "> 0")
 
 
+@pytest.mark.strict_mode
 def test_oem_operation_says_why():
     msg = expect_fail(nnhelp.add_op_code(10000, [T.f32([1], [1.0])], [T.f32([1])]), BAD_DATA, "OEM_OPERATION")
     assert "deprecated" in msg and "extension" in msg
