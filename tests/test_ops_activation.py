@@ -259,6 +259,7 @@ def test_softmax_quant(t, zo, hi):
         assert np.abs(r.astype(np.int64) - want).max() <= 1
 
 
+@pytest.mark.strict_mode
 def test_softmax_validation():
     add_fails("SOFTMAX", [T.f32([2, 3]), T.f16s(1.0)], [T.f32([2, 3])], "SOFTMAX", "beta", "FLOAT32")
     add_fails("SOFTMAX", [T.f16([2, 3]), T.f32s(1.0)], [T.f16([2, 3])], "SOFTMAX", "beta", "FLOAT16")
@@ -286,6 +287,7 @@ def test_softmax_runtime_scalars():
           "SOFTMAX", "axis 5", code=OP_FAILED)
 
 
+@pytest.mark.strict_mode
 def test_log_softmax():
     rng = np.random.default_rng(5)
     x = (rng.standard_normal((2, 3, 4)) * 5).astype(np.float32)
@@ -324,6 +326,7 @@ def test_l2_normalization_quant():
     assert r.tolist() == [[0, 0], [-77, 102]]       # -0.6*128 = -76.8, 0.8*128 = 102.4
 
 
+@pytest.mark.strict_mode
 def test_l2_lrn_validation():
     fails("L2_NORMALIZATION", [T.f32([2, 3]), T.i32(3)], [T.f32([2, 3])], "L2_NORMALIZATION", "axis", "Model_finish")
     add_fails("L2_NORMALIZATION", [T.i32t([2, 3])], [T.i32t([2, 3])], "L2_NORMALIZATION")

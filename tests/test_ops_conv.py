@@ -729,6 +729,7 @@ def test_depthwise_quant_bit_exact(kind, case):
     ("one_dilation", ["13 inputs", "pair"]),
     ("mult0", ["depth multiplier) must be >= 1"]),
 ])
+@pytest.mark.strict_mode
 def test_depthwise_validation(case, words):
     x = T.f32([1, 4, 4, 2])
     w = T.f32([1, 2, 2, 4], np.zeros((1, 2, 2, 4)), True)
@@ -793,6 +794,7 @@ def test_grouped_conv_float_and_quant(nchw, pads):
     ("groups_in", ["input 0 depth 6 must equal groups × filter depth (3 × 1)"]),
     ("no_layout", ["expected 9 or 12 inputs, got 8"]),
 ])
+@pytest.mark.strict_mode
 def test_grouped_conv_validation(case, words):
     x = T.f32([1, 4, 4, 6])
     if case == "groups_out":
@@ -930,6 +932,7 @@ def test_batch_matmul_quant8_signed_bit_exact():
     ("adj_type", ["adj_x", "BOOL"]),
     ("rank5", ["rank 5, expected 2..4"]),
 ])
+@pytest.mark.strict_mode
 def test_batch_matmul_validation(case, words):
     f = T.f32
     ins = {

@@ -692,6 +692,7 @@ def test_channel_shuffle_groups_3():
     np.testing.assert_array_equal(res.reshape(-1), [0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11])
 
 
+@pytest.mark.strict_mode
 def test_channel_shuffle_validation():
     x = T.f32([2, 6], np.zeros(12))
     out = [T.f32([2, 6])]

@@ -210,6 +210,7 @@ def test_reduce_validation_reasons():
         assert "addOperation" in msg
 
 
+@pytest.mark.strict_mode
 def test_reduce_constant_axes_checked_at_finish():
     msg = fails(run_op("REDUCE_SUM", [T.f32([2, 2]), T.i32t([2], [1, 2], const=True), T.b(False)], [T.f32([2])]),
                 BAD_DATA, "REDUCE_SUM", "axis 2 is out of range [-2, 2)")
@@ -258,6 +259,7 @@ def test_argminmax_nan_like_reference():
     assert amin.tolist() == [0, 0, 0]
 
 
+@pytest.mark.strict_mode
 def test_argminmax_validation():
     fails(add_op_code("ARGMAX", [T.bool8([2, 2]), T.i32(0)], [T.i32t([2])]), BAD_DATA, "ARGMAX", "input 0")
     fails(add_op_code("ARGMAX", [T.f32([2, 2]), T.i32(0)], [T.f32([2])]), BAD_DATA, "output 0", "TENSOR_INT32")
@@ -340,6 +342,7 @@ def test_gather_every_axis_and_index_rank():
         assert np.array_equal(got, want), axis
 
 
+@pytest.mark.strict_mode
 def test_gather_out_of_range_fails_at_execution():
     fails(run_op("GATHER", [T.f32([3, 2], range(6)), T.i32(0), T.i32t([2], [2, 3])], [T.f32([2, 2])]),
           OP_FAILED, "GATHER", "indices value 3 is out of range [0, 3)")
@@ -422,6 +425,7 @@ def test_hashtable_quant_miss_is_zero_byte():
     assert out.tolist() == [[0, 0, 0], [9, 8, 7]] and hits.tolist() == [0, 1]
 
 
+@pytest.mark.strict_mode
 def test_hashtable_unsorted_keys():
     fails(run_op("HASHTABLE_LOOKUP", [T.i32t([1], [1]), T.i32t([3], [5, 1, 7]), T.f32([3, 1], [1, 2, 3])],
                  [T.f32([1, 1]), q8h([1])]), OP_FAILED, "HASHTABLE_LOOKUP", "sorted in ascending order")

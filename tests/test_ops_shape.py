@@ -236,6 +236,7 @@ class TestConcatenation:
                         [T.q8([4], None, 0.3, 9)]))
         np.testing.assert_array_equal(out[0], [0, 255, 0, 255])
 
+    @pytest.mark.strict_mode
     def test_mismatched_dims(self):
         fails(add_op_code("CONCATENATION", [T.f32([2, 3]), T.f32([3, 3]), T.i32(1)], [T.f32([2, 6])]),
               BAD_DATA, "CONCATENATION: input 1 dimension 0 is 3")

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import cts_runner
-from nnhelp import T, Opd, run_op, expect_fail, AT_EXECUTION
+from nnhelp import T, Opd, run_op, AT_EXECUTION
 
 RECURRENT = ("RNN", "SVDF", "LSTM", "UNIDIRECTIONAL_SEQUENCE_RNN", "BIDIRECTIONAL_SEQUENCE_RNN",
              "UNIDIRECTIONAL_SEQUENCE_LSTM", "BIDIRECTIONAL_SEQUENCE_LSTM", "QUANTIZED_LSTM",

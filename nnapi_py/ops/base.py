@@ -255,27 +255,34 @@ _NOW = _Now()
 AT_EXECUTION = "checked at execution, as Android does"
 
 
+def _hidden(info, dims=False, value=False):
+    """info with its dimensions (unknown rank) and / or its value hidden."""
+    return Info(info.type, None if dims else info.dims, info.scale, info.zp, info.channel,
+                None if value else info.value, info.omitted, info.index)
+
+
 def check_operation(op, ins, outs):
     """Validate one operation as Android 14 does: (minimum feature level, deferred reason).
 
-    Android's ``validate()`` (addOperation, Model_finish) looks at the outputs' types only;
-    their shapes and the rules tying them to the inputs are checked when the driver prepares
-    the operation.  So ``op.validate`` runs first with the outputs' dimensions hidden
-    (unknown rank): what fails there fails now (BAD_DATA).  It then runs again with the
-    outputs as declared, all of it inside ``at_execution``: what fails only then is
-    deferred to the computation (or, under NNAPI_PY_STRICT=1, fails now)."""
-    if op.validates_outputs:
-        sig = Sig(op, ins, outs)
-        return op.validate(sig) or 1, sig.deferred
-    sig = Sig(op, ins, [Info(o.type, None, o.scale, o.zp, o.channel, None, o.omitted, o.index)
-                        for o in outs])
-    level = op.validate(sig) or 1
-    if sig.deferred is None and any(o.dims is not None for o in outs):
+    Android's ``validate()`` (addOperation, Model_finish) sees the operands' types and
+    shapes but neither the values of constants nor, in effect, the outputs' shapes (it checks
+    the outputs' types only); the rules involving those are checked when the driver prepares
+    the operation.  So ``op.validate`` runs first with constant values and the outputs'
+    dimensions hidden (unknown): what fails there fails now (BAD_DATA).  It then runs again
+    with everything known, inside ``at_execution``: what fails only then is deferred to the
+    computation (or, under NNAPI_PY_STRICT=1, fails now).  Referenced models (IF, WHILE)
+    stay visible: Android checks them in validate()."""
+    hide_out = not op.validates_outputs and any(o.dims is not None for o in outs)
+    hide_in = any(i.value is not None and i.type != C.MODEL for i in ins)
+    first = Sig(op, [_hidden(i, value=True) if i.value is not None and i.type != C.MODEL else i for i in ins],
+                [_hidden(o, dims=True) for o in outs] if hide_out else outs)
+    level = op.validate(first) or 1
+    if first.deferred is None and (hide_out or hide_in):
         full = Sig(op, ins, outs)
         with full.at_execution():
             level = op.validate(full) or 1
-        sig.deferred = full.deferred
-    return level, sig.deferred
+        first.deferred = full.deferred
+    return level, first.deferred
 
 
 def deferred_failure(reason):
