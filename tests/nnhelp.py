@@ -338,9 +338,10 @@ def expect_fail(code_res, code, *words):
     """(code, message) with every word in the message; returns the message.
 
     BAD_DATA (4) also matches a rule Android 14 checks only at execution: OP_FAILED at
-    compute, "checked at execution, as Android does" (the default mode).  Under
-    NNAPI_PY_STRICT=1 such rules fail early with BAD_DATA; tests/test_strict_mode.py runs the
-    validation tests in that mode, so both points stay asserted."""
+    compute, "checked at execution, as Android does" (the default mode), with the same words.
+    Under NNAPI_PY_STRICT=1 such rules fail early with BAD_DATA, which is what the tests
+    marked strict_mode assert (and the whole suite run with NNAPI_PY_STRICT=1);
+    fails_at_execution / op_fails_at_execution assert both points explicitly."""
     got, msg = code_res
     if code == 4 and got == 5 and AT_EXECUTION in msg and msg.startswith("compute ->"):
         got = 4
