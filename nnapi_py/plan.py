@@ -205,11 +205,11 @@ class Plan:
         folded = []
         for node in self.nodes:
             code = self._ACTIVATIONS.get(node.name)
-            if code is None or len(node.ins) != 1 or len(node.outs) != 1:
+            if code is None or len(node.ins) != 1 or len(node.outs) != 1 or node.deferred:
                 continue
             x = node.ins[0]
             p = producer.get(x)
-            if p is None or p.op.control or len(p.outs) != 1 or uses.get(x) != 1 \
+            if p is None or p.op.control or p.deferred or len(p.outs) != 1 or uses.get(x) != 1 \
                     or model.life[x] != TEMP or infos[x].type not in (C.TENSOR_FLOAT32, C.TENSOR_FLOAT16) \
                     or infos[node.outs[0]].type != infos[x].type:
                 continue
@@ -249,6 +249,8 @@ class Plan:
         outs = set(model.outputs)
         folded = 0
         for p in self.nodes:
+            if p.deferred:
+                continue
             got = p.op.bias_to_pass_on([infos[i] for i in p.ins])
             if got is None or len(p.outs) != 1:
                 continue
@@ -258,7 +260,7 @@ class Plan:
             if len(rd) != 1 or x in outs or model.life[x] != TEMP:
                 continue
             c = rd[0]
-            if c.op.control or not c.ins or c.ins[0] != x or list(c.ins).count(x) != 1 or len(c.ins) < 3:
+            if c.op.control or c.deferred or not c.ins or c.ins[0] != x or list(c.ins).count(x) != 1 or len(c.ins) < 3:
                 continue
             bias = infos[p.ins[k]].value
             nb = c.op.absorb_bias([infos[i] for i in c.ins], bias, nchw)

@@ -201,3 +201,11 @@ def test_constant_values_checked_at_execution():
 def test_concatenation_dimensions_checked_at_execution():
     _both("CONCATENATION", [T.f32([2, 2], np.ones(4)), T.f32([3, 3], np.ones(9)), T.i32(0)], [T.f32([5, 2])],
           "CONCATENATION", strict_stage="Model_finish")
+
+
+def test_a_deferred_activation_is_not_folded_away(default_mode):
+    """The plan folds a RELU into the ADD before it; a RELU whose rule failed is left alone,
+    so its own reason is what the computation reports."""
+    code, msg = run_graph([T.f32([3], [1, -2, 3]), T.f32([3], [1, 1, 1]), T.i32(0), T.f32([3]), T.f32([0, 0])],
+                          [("ADD", [0, 1, 2], [3]), ("RELU", [3], [4])])
+    assert code == 5 and "operation 1: RELU: output 0 has rank 2, expected 1" in msg and AT_EXECUTION in msg, msg
