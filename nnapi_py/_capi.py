@@ -300,10 +300,6 @@ def Compilation_createForDevices(h, devices, num, out):
     m = _model(h)
     devs = _devices(devices, num)
     _out(out, "compilation")
-    for k, op in enumerate(m.operations):
-        why = [d.why_not(op, m) for d in devs]
-        if None not in why:
-            raise bad_data(f"operation {k} ({op.op.name}) is not supported by the given devices: {'; '.join(why)}")
     return _create(out, "compilation", lambda: Compilation(m, devs))
 
 

@@ -5,7 +5,7 @@ import numpy as np
 
 from . import constants as C
 from . import devices
-from .errors import NNError, bad_data, bad_state
+from .errors import NNError, bad_data, bad_state, strict
 from .plan import Plan
 
 PREFERRED_ALIGNMENT = 64   # bytes; a cache line, what numpy kernels like
@@ -30,6 +30,18 @@ class Compilation:
         self.plan = None
         self._cpu_plan = None           # float32 plan for CPU fallback when self.plan has fp16 parts
         self.partition = None           # devices.Partition when devices/faults are configured
+        if devices is not None and strict():
+            self._check_support()       # NNAPI_PY_STRICT=1: at once (Android: at finish)
+
+    def _check_support(self):
+        """Every operation must be supported by one of the devices given to createForDevices
+        (no CPU fallback then): Android checks it when the compilation is finished."""
+        m = self.model
+        for k, op in enumerate(m.operations):
+            why = [d.why_not(op, m) for d in self.devices]
+            if None not in why:
+                raise bad_data(f"operation {k} ({op.op.name}) is not supported by the given devices: "
+                               f"{'; '.join(why)}")
 
     @property
     def single_device(self):
@@ -68,6 +80,12 @@ class Compilation:
         if self.finished:
             raise bad_state("ANeuralNetworksCompilation_finish was already called on this compilation")
         self.finished = True
+        if self.devices is not None:
+            try:
+                self._check_support()
+            except NNError:
+                self.invalid = True
+                raise
         config = devices.CONFIG
         fp16 = ()
         if not config.default:     # devices or faults configured: partition as Android does
@@ -105,7 +123,7 @@ class Compilation:
 
     def _ready(self):
         if self.invalid:
-            raise bad_data("the compilation is invalid (its ANeuralNetworksCompilation_finish failed)")
+            raise bad_state("the compilation is invalid (its ANeuralNetworksCompilation_finish failed)")
         if not self.finished:
             raise bad_state("the compilation must be finished (ANeuralNetworksCompilation_finish) first")
 

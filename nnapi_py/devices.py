@@ -117,6 +117,8 @@ class Device:
 
     def why_not(self, op, model):
         """None if this device can run operation `op` of `model`, else the reason."""
+        if op.op.unsupported:
+            return op.op.unsupported
         if self.operations is not None and op.code not in self.operations:
             return f"{self.name} does not list {op.op.name}"
         if op.level > self.level:

@@ -10,7 +10,7 @@ from . import inspect
 from .errors import NNError, bad_data, bad_state
 from .operand import check_operand_type, fully_specified, byte_size, dims_text
 from .ops import registry
-from .ops.base import Info, ChannelQuant, Sig
+from .ops.base import Info, ChannelQuant, check_operation
 
 # operand lifetimes
 TEMP, INPUT, OUTPUT, CONST, CONST_REF, NO_VALUE, SUBGRAPH = range(7)
@@ -20,10 +20,11 @@ _SMALL = C.MAX_SIZE_OF_IMMEDIATELY_COPIED_VALUES
 
 
 class Operation:
-    __slots__ = ("code", "op", "ins", "outs", "level")
+    __slots__ = ("code", "op", "ins", "outs", "level", "deferred")
 
-    def __init__(self, code, op, ins, outs, level):
+    def __init__(self, code, op, ins, outs, level, deferred=None):
         self.code, self.op, self.ins, self.outs, self.level = code, op, ins, outs, level
+        self.deferred = deferred    # reason of a failed check Android makes at execution (Sig.at_execution)
 
 
 class Model:
@@ -156,11 +157,13 @@ class Model:
         op = registry.lookup(code)
         # a MODEL operand shows its referenced model, so IF / WHILE are checked against it here
         # as Android 14 does; other constants are seen only at finish
-        sig = Sig(op, [self.info(i, self.life[i] == SUBGRAPH) for i in ins], [self.info(i) for i in outs])
-        level = op.validate(sig) or 1
+        level, deferred = check_operation(op, [self.info(i, self.life[i] == SUBGRAPH) for i in ins],
+                                          [self.info(i) for i in outs])
+        k = len(self.operations)
         if level > devices.CONFIG.level:
-            devices.check_level(level, f"operation {len(self.operations)} ({op.name}) with these operand types")
-        self.operations.append(Operation(code, op, tuple(ins), tuple(outs), level))
+            devices.check_level(level, f"operation {k} ({op.name}) with these operand types")
+        self.operations.append(Operation(code, op, tuple(ins), tuple(outs), level,
+                                         deferred and f"operation {k}: {deferred}"))
 
     def identify(self, ins, outs):
         self._mutable()
@@ -254,15 +257,16 @@ class Model:
         # second validation pass, now with constant values and omitted operands known
         level = 1
         for k, op in enumerate(ops):
-            sig = Sig(op.op, [self.info(i, with_value=True) for i in op.ins], [self.info(i) for i in op.outs])
             for pos, i in enumerate(op.ins):     # the one presence rule: only declared positions may be omitted
                 if self.life[i] == NO_VALUE and not op.op.may_omit(pos, len(op.ins), self.types[i]):
                     raise bad_data(f"operation {k}: {op.op.name}: input {pos} (operand {i}) is omitted (no value), "
                                    f"but it is not an optional input of {op.op.name}")
             try:
-                op.level = op.op.validate(sig) or 1
+                op.level, deferred = check_operation(op.op, [self.info(i, with_value=True) for i in op.ins],
+                                                     [self.info(i) for i in op.outs])
             except NNError as e:
                 raise bad_data(f"operation {k}: {e.reason}") from None
+            op.deferred = deferred and f"operation {k}: {deferred}"
             level = max(level, op.level)
             if op.level > devices.CONFIG.level:
                 devices.check_level(op.level, f"operation {k} ({op.op.name}) with these operands")

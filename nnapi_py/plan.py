@@ -7,9 +7,9 @@ from time import monotonic_ns as _now
 import numpy as np
 
 from . import constants as C
-from .errors import NNError, op_failed, strict
+from .errors import NNError, bad_data, op_failed, strict
 from .model import TEMP, INPUT, OUTPUT, CONST, CONST_REF, NO_VALUE, SUBGRAPH, Model
-from .ops.base import Info, PoolBuffer, Runtime
+from .ops.base import Info, PoolBuffer, Runtime, deferred_failure
 from .event import halted, park, enter_run, leave_run
 from .operand import dims_text
 from . import profile
@@ -63,7 +63,8 @@ def _in_fp16(kernel, round_ins, round_outs):
 
 
 class Node:
-    __slots__ = ("op", "ins", "outs", "kernel", "cache", "value_ins", "name", "fp16", "round_ins", "round_outs")
+    __slots__ = ("op", "ins", "outs", "kernel", "cache", "value_ins", "name", "deferred", "fp16", "round_ins",
+                 "round_outs")
 
     def __init__(self, operation):
         self.fp16 = False
@@ -75,6 +76,7 @@ class Node:
         self.kernel = None
         self.cache = {}
         self.value_ins = None
+        self.deferred = operation.deferred
 
 
 class Plan:
@@ -90,6 +92,12 @@ class Plan:
         self.fp16 = frozenset(fp16)
         for node, o in zip(self.nodes, model.order):
             node.fp16 = id(o) in self.fp16
+        for node in self.nodes:             # OEM_OPERATION: accepted in a model, run by no device
+            if node.op.unsupported:
+                raise bad_data(node.op.unsupported)
+        # the first check that Android 14 makes at execution and that fails here (Sig.at_execution,
+        # or a shape / value rule of infer / build at compilation): every computation fails with it
+        self.failure = None
         # template slot list: constants converted once
         tmpl = [None] * n
         for i in range(n):
@@ -121,6 +129,10 @@ class Plan:
         for node in self.nodes:
             if node.op.control:
                 continue
+            if node.deferred:                   # its outputs stay unknown; every run fails
+                self.failure = self.failure or node.deferred
+                static = False
+                continue
             ok = all(i in shapes or infos[i].omitted for i in node.ins)
             ok = ok and all(infos[node.ins[k]].value is not None or infos[node.ins[k]].omitted
                             for k in node.value_ins)
@@ -128,20 +140,14 @@ class Plan:
                 static = False
                 continue
             ins = [self._info_with(infos[i], shapes.get(i)) for i in node.ins]
-            out_dims = node.op.infer(ins)
-            outs = []
-            for o, d in zip(node.outs, out_dims):
-                d = tuple(int(x) for x in d)
-                if not _compatible(infos[o].dims, d):
-                    raise NNError(C.BAD_DATA, f"{node.name}: computed output shape {list(d)} for operand {o} "
-                                              f"conflicts with its declared dimensions {dims_text(infos[o].dims)}")
-                shapes[o] = d
-                outs.append(infos[o].with_dims(d))
-            node.kernel = node.op.build(ins, outs)
-            if node.fp16:
-                node.kernel = _in_fp16(node.kernel, node.round_ins, node.round_outs)
-            if profile.ENABLED:
-                node.kernel = profile.timed(node.name, node.kernel, profile.kernel_label(node.name, ins, outs))
+            try:
+                node.kernel = self._prepare(node, ins, infos, shapes)
+            except NNError as e:
+                # Android's driver checks these when it prepares the operation, at execution
+                if strict() or e.code not in (C.BAD_DATA, C.OP_FAILED):
+                    raise
+                self.failure = self.failure or e.reason
+                static = False
         self.static = static
         self.shapes = shapes
         self.template = tmpl
@@ -184,6 +190,31 @@ class Plan:
                                  for o, s in zip(self.outputs, self.out_shapes)]
         self.desc_outputs_possible = True
 
+    @staticmethod
+    def _prepare(node, ins, infos, shapes):
+        """Output shapes (into shapes) and the kernel of a node whose input shapes are known."""
+        out_dims = node.op.infer(ins)
+        outs = []
+        for o, d in zip(node.outs, out_dims):
+            d = tuple(int(x) for x in d)
+            if not _compatible(infos[o].dims, d):
+                raise NNError(C.BAD_DATA, f"{node.name}: computed output shape {list(d)} for operand {o} "
+                                          f"conflicts with its declared dimensions {dims_text(infos[o].dims)}")
+            outs.append(infos[o].with_dims(d))
+        kernel = node.op.build(ins, outs)
+        for o, inf in zip(node.outs, outs):
+            shapes[o] = inf.dims
+        if node.fp16:
+            kernel = _in_fp16(kernel, node.round_ins, node.round_outs)
+        if profile.ENABLED:
+            kernel = profile.timed(node.name, kernel, profile.kernel_label(node.name, ins, outs))
+        return kernel
+
+    def check_runnable(self):
+        """Raise the deferred failure (OP_FAILED) of a plan whose checks failed at compilation."""
+        if self.failure is not None:
+            raise deferred_failure(self.failure)
+
     _ACTIVATIONS = {"RELU": C.FUSED_RELU, "RELU1": C.FUSED_RELU1, "RELU6": C.FUSED_RELU6}
 
     def _fold_activations(self, model, infos, tmpl):
@@ -207,11 +238,11 @@ class Plan:
         folded = []
         for node in self.nodes:
             code = self._ACTIVATIONS.get(node.name)
-            if code is None or len(node.ins) != 1 or len(node.outs) != 1:
+            if code is None or len(node.ins) != 1 or len(node.outs) != 1 or node.deferred:
                 continue
             x = node.ins[0]
             p = producer.get(x)
-            if p is None or p.op.control or len(p.outs) != 1 or uses.get(x) != 1 or p.fp16 != node.fp16 \
+            if p is None or p.op.control or p.deferred or len(p.outs) != 1 or uses.get(x) != 1 or p.fp16 != node.fp16 \
                     or model.life[x] != TEMP or infos[x].type not in (C.TENSOR_FLOAT32, C.TENSOR_FLOAT16) \
                     or infos[node.outs[0]].type != infos[x].type:
                 continue
@@ -251,6 +282,8 @@ class Plan:
         outs = set(model.outputs)
         folded = 0
         for p in self.nodes:
+            if p.deferred:
+                continue
             got = p.op.bias_to_pass_on([infos[i] for i in p.ins])
             if got is None or len(p.outs) != 1:
                 continue
@@ -262,7 +295,7 @@ class Plan:
             c = rd[0]
             if p.fp16 or c.fp16:        # float16 rounds the depthwise result before the bias
                 continue
-            if c.op.control or not c.ins or c.ins[0] != x or list(c.ins).count(x) != 1 or len(c.ins) < 3:
+            if c.op.control or c.deferred or not c.ins or c.ins[0] != x or list(c.ins).count(x) != 1 or len(c.ins) < 3:
                 continue
             bias = infos[p.ins[k]].value
             nb = c.op.absorb_bias([infos[i] for i in c.ins], bias, nchw)
@@ -379,6 +412,8 @@ class Plan:
 
     # ---- execution ---------------------------------------------------------------------------
     def run_static(self, in_arrays, out_arrays, deadline=None):
+        if self.failure is not None:
+            self.check_runnable()
         slots = self.take_arena()
         steps = self._arena_steps(slots)
         enter_run()
@@ -435,6 +470,8 @@ class Plan:
         out_provider(k, shape, dtype) returns the array to write model output k into.
         Returns the shapes of the model outputs.
         """
+        if self.failure is not None:
+            self.check_runnable()
         slots = list(self.template)
         for i, a in zip(self.inputs, in_arrays):
             slots[i] = a

@@ -17,3 +17,17 @@ def no_internal_errors():
     if plan is not None and len(plan.INTERNAL_ERRORS) > before:
         new = plan.INTERNAL_ERRORS[before:]
         pytest.fail(f"the library hit internal errors (validation should have rejected these): {new}")
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "strict_mode: run under NNAPI_PY_STRICT=1, where every rule fails at the earliest "
+                   "point (also the rules Android 14 defers to the computation; tests/test_deferred_checks.py "
+                   "asserts those in the default mode)")
+
+
+@pytest.fixture(autouse=True)
+def _strict_mode_marker(request, monkeypatch):
+    """Tests marked strict_mode assert where each rule fails at the earliest point (the lint)."""
+    if request.node.get_closest_marker("strict_mode") is not None:
+        monkeypatch.setenv("NNAPI_PY_STRICT", "1")

@@ -128,6 +128,16 @@ def test_c_android_rejects(strict):
 
 
 @needs_lib
+@pytest.mark.parametrize("strict", ["0", "1"])
+def test_c_program_deferred_checks(strict):
+    """Where each rule fails, as in Android 14 (addOperation / compute / Compilation_finish),
+    and at the earliest call under NNAPI_PY_STRICT=1 (ctests/test_deferred.c)."""
+    exe = compile_ctest("test_deferred")
+    rc, out, err = run_program([exe], env={"NNAPI_PY_STRICT": strict})
+    assert_all_passed([exe], rc, out, err)
+
+
+@needs_lib
 def test_c_host_threads_stay_quiet_and_release_fds():
     """numpy warnings from computations on several C threads never reach stderr; an fd used by
     an asynchronous computation is closed once everything is freed."""

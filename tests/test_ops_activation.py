@@ -71,6 +71,7 @@ def test_relu1_quant_bounds_round_half_away():
     assert r.tolist() == [-128, 0, 127]
 
 
+@pytest.mark.strict_mode
 def test_relu_validation():
     add_fails("RELU", [T.q8([2], None, 0.5, 1)], [T.q8([2], None, 0.5, 2)], "RELU", "zeroPoint")
     add_fails("RELU", [T.f32([2])], [T.f16([2])], "RELU", "output 0")
@@ -123,6 +124,7 @@ def test_tanh_quant_signed_and_unsigned():
     assert np.abs(r.astype(np.int64) - want).max() == 0
 
 
+@pytest.mark.strict_mode
 def test_fixed_output_quant_validation():
     add_fails("LOGISTIC", [T.q8([2], None, 0.5, 0)], [T.q8([2], None, 1 / 128, 0)], "LOGISTIC", "scale 0.00390625")
     add_fails("LOGISTIC", [T.q8s([2], None, 0.5, 0)], [T.q8s([2], None, 1 / 256, 0)], "LOGISTIC", "-128")
@@ -164,6 +166,7 @@ def test_elu():
 
 
 # ---- PRELU ----------------------------------------------------------------------------------
+@pytest.mark.strict_mode
 def test_prelu_broadcast_shapes():
     rng = np.random.default_rng(1)
     x = rng.standard_normal((4, 1, 2)).astype(np.float32)
@@ -256,6 +259,7 @@ def test_softmax_quant(t, zo, hi):
         assert np.abs(r.astype(np.int64) - want).max() <= 1
 
 
+@pytest.mark.strict_mode
 def test_softmax_validation():
     add_fails("SOFTMAX", [T.f32([2, 3]), T.f16s(1.0)], [T.f32([2, 3])], "SOFTMAX", "beta", "FLOAT32")
     add_fails("SOFTMAX", [T.f16([2, 3]), T.f32s(1.0)], [T.f16([2, 3])], "SOFTMAX", "beta", "FLOAT16")
@@ -283,6 +287,7 @@ def test_softmax_runtime_scalars():
           "SOFTMAX", "axis 5", code=OP_FAILED)
 
 
+@pytest.mark.strict_mode
 def test_log_softmax():
     rng = np.random.default_rng(5)
     x = (rng.standard_normal((2, 3, 4)) * 5).astype(np.float32)
@@ -321,6 +326,7 @@ def test_l2_normalization_quant():
     assert r.tolist() == [[0, 0], [-77, 102]]       # -0.6*128 = -76.8, 0.8*128 = 102.4
 
 
+@pytest.mark.strict_mode
 def test_l2_lrn_validation():
     fails("L2_NORMALIZATION", [T.f32([2, 3]), T.i32(3)], [T.f32([2, 3])], "L2_NORMALIZATION", "axis", "Model_finish")
     add_fails("L2_NORMALIZATION", [T.i32t([2, 3])], [T.i32t([2, 3])], "L2_NORMALIZATION")
@@ -442,6 +448,7 @@ def test_cast_saturation_and_truncation():
     assert r.tolist() == [16777216, -7]
 
 
+@pytest.mark.strict_mode
 def test_cast_type_pairs():
     for t in (BOOL8, Q16A, Q16S, Q8S, Q8SYMM):
         scale = 0.0 if t == BOOL8 else 0.5

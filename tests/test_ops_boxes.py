@@ -158,6 +158,7 @@ def test_bbox_transform_runtime_failures():
     expect_fail(res, OP_FAILED, "input 2 (batch index)", "is 3")
 
 
+@pytest.mark.strict_mode
 def test_bbox_transform_validation():
     ins, outs = aabbt_ops(random_boxes(2), np.zeros((2, 8), f32), np.zeros(2, np.int32), np.array([[9, 9]], f32))
     add = nnhelp.add_op_code
@@ -282,6 +283,7 @@ def test_generate_proposals_quantized():
     assert np.abs(out[1].astype(float) - np.array([bx for _, bx, _ in want]) / 0.125).max() <= 1
 
 
+@pytest.mark.strict_mode
 def test_generate_proposals_validation_and_failures():
     scores, deltas, anchors, image = gp_case()
     params = (8.0, 8.0, -1, -1, 0.4, 1.0)
@@ -423,6 +425,7 @@ def test_postprocess_float16():
     assert out[0].dtype == np.float16 and out[3][0] > 0
 
 
+@pytest.mark.strict_mode
 def test_postprocess_validation():
     scores = np.zeros((1, 4, 3), f32)
     ins, outs = dp_ops(scores, np.zeros((1, 4, 4), f32), anchor_grid(4), dp_params())
@@ -571,6 +574,7 @@ def test_heatmap_quantized():
     assert np.abs(out[1].astype(float) - kp / 0.125).max() <= 1
 
 
+@pytest.mark.strict_mode
 def test_heatmap_validation():
     ins, outs = hm_ops(np.zeros((1, 4, 4, 2), f32), np.zeros((1, 4), f32))
     add = nnhelp.add_op_code

@@ -401,6 +401,7 @@ def test_fc_relu1_clamp_rounds_half_away_from_zero():
     ("weights_type", ["input 1 (weights)", "TENSOR_FLOAT32"]),
     ("count", ["expected 4 inputs"]),
 ])
+@pytest.mark.strict_mode
 def test_fc_validation(case, words):
     xq = Opd(Q8, [2, 4], None, 0.5, 0)
     wq = Opd(Q8, [4, 4], np.zeros((4, 4)), 0.5, 0, const=True)
@@ -607,6 +608,7 @@ def test_conv2d_zero_batch():
     ("filter_type", ["input 1 (filter)", "TENSOR_FLOAT32"]),
     ("bias_len", ["bias) has 2 elements, expected 3"]),
 ])
+@pytest.mark.strict_mode
 def test_conv2d_validation(case, words):
     x, w, b = T.f32([1, 4, 4, 2]), T.f32([3, 2, 2, 2], np.zeros((3, 2, 2, 2)), True), T.f32([3], np.zeros(3), True)
     o = T.f32([0, 0, 0, 0])
@@ -634,6 +636,7 @@ def test_conv2d_validation(case, words):
     fails("CONV_2D", ins, [out], "CONV_2D", *words)
 
 
+@pytest.mark.strict_mode
 def test_conv2d_filter_too_large_for_input_fails_at_compilation():
     ins = [T.f32([1, 2, 2, 1]), T.f32([1, 3, 3, 1], np.ones((1, 3, 3, 1)), True), T.f32([1], [0.0], True)] \
         + i32s(2, 1, 1, 0)
@@ -726,6 +729,7 @@ def test_depthwise_quant_bit_exact(kind, case):
     ("one_dilation", ["13 inputs", "pair"]),
     ("mult0", ["depth multiplier) must be >= 1"]),
 ])
+@pytest.mark.strict_mode
 def test_depthwise_validation(case, words):
     x = T.f32([1, 4, 4, 2])
     w = T.f32([1, 2, 2, 4], np.zeros((1, 2, 2, 4)), True)
@@ -790,6 +794,7 @@ def test_grouped_conv_float_and_quant(nchw, pads):
     ("groups_in", ["input 0 depth 6 must equal groups × filter depth (3 × 1)"]),
     ("no_layout", ["expected 9 or 12 inputs, got 8"]),
 ])
+@pytest.mark.strict_mode
 def test_grouped_conv_validation(case, words):
     x = T.f32([1, 4, 4, 6])
     if case == "groups_out":
@@ -863,6 +868,7 @@ def test_transpose_conv_quant_per_channel_bit_exact(signed):
     ("shape_type", ["output shape) has type TENSOR_FLOAT32"]),
     ("too_much_padding", ["leave no output"]),
 ])
+@pytest.mark.strict_mode
 def test_transpose_conv_validation(case, words):
     x = T.f32([1, 2, 2, 1])
     w = T.f32([1, 3, 3, 1], np.ones((1, 3, 3, 1)), True)
@@ -926,6 +932,7 @@ def test_batch_matmul_quant8_signed_bit_exact():
     ("adj_type", ["adj_x", "BOOL"]),
     ("rank5", ["rank 5, expected 2..4"]),
 ])
+@pytest.mark.strict_mode
 def test_batch_matmul_validation(case, words):
     f = T.f32
     ins = {

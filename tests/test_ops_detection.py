@@ -412,6 +412,7 @@ def test_nms_invalid_box_fails_at_execution():
           "BOX_WITH_NMS_LIMIT", "x1 <= x2")
 
 
+@pytest.mark.strict_mode
 def test_nms_validation():
     scores, boxes, batches = random_case(4, 3)
     params = (0.2, -1, 0, 0.4, 0.5, 0.2)
@@ -548,6 +549,7 @@ def test_roi_align_quantized_multiplier_must_be_below_one():
     fails(run_op("ROI_ALIGN", ins, outs), OP_FAILED, "ROI_ALIGN", "multiplier")
 
 
+@pytest.mark.strict_mode
 def test_roi_align_validation():
     x = np.ones((1, 4, 4, 1), f32)
     ins, outs = roi_align_ops(x, [[0, 0, 2, 2]], [0], 2, 2, 1.0, 1.0, 0, 0)
@@ -634,6 +636,7 @@ def test_roi_pooling_matches_reference(nchw, t):
     np.testing.assert_array_equal(out, want)
 
 
+@pytest.mark.strict_mode
 def test_roi_pooling_validation():
     x = np.ones((1, 4, 4, 1), np.int64)
     qi, qo = roi_pool_ops(x, [[0, 0, 2, 2]], [0], 2, 2, 1.0, 1.0, t="q8", q=(0.5, 3))

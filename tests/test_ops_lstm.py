@@ -192,6 +192,7 @@ def test_bidirectional_lstm(merge):
     np.testing.assert_allclose(got_b, np.array(want_b), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.strict_mode
 def test_lstm_validation_and_runtime_reasons():
     batch, n_in, u = 1, 3, 4
     p = make_params(n_in, u, u, cifg=False, peep=False, proj=False, ln=False)

@@ -349,6 +349,7 @@ def _x():
     return T.f32([1, 4, 4, 1], np.zeros(16))
 
 
+@pytest.mark.strict_mode
 @pytest.mark.parametrize("op", ["AVERAGE_POOL_2D", "L2_POOL_2D", "MAX_POOL_2D"])
 def test_pool_validation(op):
     out = [T.f32([1, 4, 4, 1])]
@@ -381,6 +382,7 @@ def test_pool_validation(op):
           op, "does not fit")
 
 
+@pytest.mark.strict_mode
 def test_l2_pool_rejects_quant_and_quant_rules():
     fails(nnhelp.add_op_code("L2_POOL_2D", pool_inputs(T.q8([1, 2, 2, 1], np.zeros(4), 1.0, 0), None, SAME),
                              [T.q8([1, 2, 2, 1], None, 1.0, 0)]), BAD_DATA, "L2_POOL_2D", "TENSOR_QUANT8_ASYMM")
@@ -491,6 +493,7 @@ def test_resize_nearest_nchw():
     np.testing.assert_array_equal(res.transpose(0, 2, 3, 1), exp)
 
 
+@pytest.mark.strict_mode
 def test_resize_validation():
     x = T.f32([1, 2, 2, 1], np.zeros(4))
     out = [T.f32([1, 3, 3, 1])]
@@ -554,6 +557,7 @@ def test_depth_space_roundtrip(nchw, bs, t):
     np.testing.assert_array_equal(back, xin)
 
 
+@pytest.mark.strict_mode
 def test_depth_space_validation():
     x = T.f32([1, 2, 2, 8], np.zeros(32))
     fails(nnhelp.add_op_code("DEPTH_TO_SPACE", [x, T.i32(0)], [T.f32([0, 0, 0, 0])]), BAD_DATA,
@@ -632,6 +636,7 @@ def test_space_batch_runtime_values():
     fails(run_op("BATCH_TO_SPACE_ND", bts, [T.f32([0, 0, 0, 0])]), OP_FAILED, "BATCH_TO_SPACE_ND", "divisible")
 
 
+@pytest.mark.strict_mode
 def test_space_batch_validation():
     x = T.f32([1, 4, 4, 1], np.zeros(16))
     out = [T.f32([0, 0, 0, 0])]
@@ -687,6 +692,7 @@ def test_channel_shuffle_groups_3():
     np.testing.assert_array_equal(res.reshape(-1), [0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11])
 
 
+@pytest.mark.strict_mode
 def test_channel_shuffle_validation():
     x = T.f32([2, 6], np.zeros(12))
     out = [T.f32([2, 6])]

@@ -85,6 +85,7 @@ def test_q16_lstm_zero_state_and_saturation():
     assert out[1].min() >= 0 and out[1].max() <= 255
 
 
+@pytest.mark.strict_mode
 def test_q16_lstm_validation():
     x, h, c, w, b = q16_case(bsz=1)
     ins, outs = q16_ops(x, h, c, w, b)
@@ -144,6 +145,7 @@ def test_quantized_lstm_batch_rows_are_independent(cifg, ln, proj):
         np.testing.assert_array_equal(one[2][0], full[2][r])
 
 
+@pytest.mark.strict_mode
 def test_quantized_lstm_validation():
     x, h, c, p = ql_case(bsz=1)
     ins, outs = ql_ops(x, h, c, p)

@@ -175,6 +175,7 @@ def test_reduce_dynamic_output_shape():
     assert got.shape == (1, 2, 1) and got.reshape(-1).tolist() == [1.0, 4.0]
 
 
+@pytest.mark.strict_mode
 def test_reduce_declared_output_shape_conflict():
     c, msg = run_op("REDUCE_SUM", [T.f32([2, 3]), T.i32t([1], [0], const=True), T.b(False)], [T.f32([2])])
     assert c == BAD_DATA and "conflicts" in msg
@@ -182,6 +183,7 @@ def test_reduce_declared_output_shape_conflict():
 
 # ---- validation ---------------------------------------------------------------------------
 
+@pytest.mark.strict_mode
 def test_reduce_validation_reasons():
     cases = [
         ("REDUCE_SUM", [T.q8([2, 2]), T.i32t([1]), T.b(False)], [T.q8([2])], "input 0", "TENSOR_QUANT8_ASYMM"),
@@ -208,6 +210,7 @@ def test_reduce_validation_reasons():
         assert "addOperation" in msg
 
 
+@pytest.mark.strict_mode
 def test_reduce_constant_axes_checked_at_finish():
     msg = fails(run_op("REDUCE_SUM", [T.f32([2, 2]), T.i32t([2], [1, 2], const=True), T.b(False)], [T.f32([2])]),
                 BAD_DATA, "REDUCE_SUM", "axis 2 is out of range [-2, 2)")
@@ -256,6 +259,7 @@ def test_argminmax_nan_like_reference():
     assert amin.tolist() == [0, 0, 0]
 
 
+@pytest.mark.strict_mode
 def test_argminmax_validation():
     fails(add_op_code("ARGMAX", [T.bool8([2, 2]), T.i32(0)], [T.i32t([2])]), BAD_DATA, "ARGMAX", "input 0")
     fails(add_op_code("ARGMAX", [T.f32([2, 2]), T.i32(0)], [T.f32([2])]), BAD_DATA, "output 0", "TENSOR_INT32")
@@ -301,6 +305,7 @@ def test_topk_large_rows_match_sort():
     assert np.array_equal(v, np.take_along_axis(x, order, -1))
 
 
+@pytest.mark.strict_mode
 def test_topk_k_at_execution_and_validation():
     fails(run_op("TOPK_V2", [T.f32([2, 3]), T.i32(0)], [T.f32([2, 0]), T.i32t([2, 0])]), BAD_DATA,
           "input 1 (k) must be at least 1")
@@ -337,6 +342,7 @@ def test_gather_every_axis_and_index_rank():
         assert np.array_equal(got, want), axis
 
 
+@pytest.mark.strict_mode
 def test_gather_out_of_range_fails_at_execution():
     fails(run_op("GATHER", [T.f32([3, 2], range(6)), T.i32(0), T.i32t([2], [2, 3])], [T.f32([2, 2])]),
           OP_FAILED, "GATHER", "indices value 3 is out of range [0, 3)")
@@ -348,6 +354,7 @@ def test_gather_out_of_range_fails_at_execution():
     assert "Model_finish" in msg
 
 
+@pytest.mark.strict_mode
 def test_gather_quant_and_validation():
     got = ok(run_op("GATHER", [T.q8s([4], [-128, 0, 127, 5], 0.5, -1), T.i32(0), T.i32t([3], [3, 3, 0])],
                     [T.q8s([3], None, 0.5, -1)]))[0]
@@ -381,6 +388,7 @@ def test_embedding_lookup_rows_and_errors():
     assert got.tolist() == [[3, 4], [3, 4]]
 
 
+@pytest.mark.strict_mode
 def test_embedding_lookup_validation():
     fails(add_op_code("EMBEDDING_LOOKUP", [T.i32t([2]), T.f32([3])], [T.f32([2])]), BAD_DATA,
           "input 1 (values)", "at least 2")
@@ -417,6 +425,7 @@ def test_hashtable_quant_miss_is_zero_byte():
     assert out.tolist() == [[0, 0, 0], [9, 8, 7]] and hits.tolist() == [0, 1]
 
 
+@pytest.mark.strict_mode
 def test_hashtable_unsorted_keys():
     fails(run_op("HASHTABLE_LOOKUP", [T.i32t([1], [1]), T.i32t([3], [5, 1, 7]), T.f32([3, 1], [1, 2, 3])],
                  [T.f32([1, 1]), q8h([1])]), OP_FAILED, "HASHTABLE_LOOKUP", "sorted in ascending order")
@@ -426,6 +435,7 @@ def test_hashtable_unsorted_keys():
     assert "Model_finish" in msg
 
 
+@pytest.mark.strict_mode
 def test_hashtable_validation():
     fails(add_op_code("HASHTABLE_LOOKUP", [T.i32t([3]), T.i32t([3]), T.f32([3, 1])],
                       [T.f32([3, 1]), Opd(5, [3], None, 0.5, 0)]), BAD_DATA, "output 1 (hits)", "scale 1.0")

@@ -65,6 +65,7 @@ def test_rnn_step_matches_reference(batch, fuse):
     np.testing.assert_allclose(out[1], want, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.strict_mode
 def test_rnn_validation():
     w, r, b = weights(5, 4)
     ins = [T.f32([2, 4]), T.f32([5, 4], w, True), T.f32([5, 5], r, True), T.f32([5], b, True), T.f32([2, 5]),
@@ -103,6 +104,7 @@ def test_unidirectional_rnn_matches_reference(time_major, batch):
     np.testing.assert_allclose(out[1], last, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.strict_mode
 def test_unidirectional_rnn_time_major_must_be_0_or_1():
     w, r, b = weights(2, 2)
     ins = [T.f32([3, 1, 2]), T.f32([2, 2], w, True), T.f32([2, 2], r, True), T.f32([2], b, True),
@@ -166,6 +168,7 @@ def test_bidirectional_rnn_without_state_outputs():
     np.testing.assert_allclose(out[1], b, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.strict_mode
 def test_bidirectional_rnn_validation():
     ins, outs, _ = bidi_case("cross", False, states=False)
     add = nnhelp.add_op_code
@@ -215,6 +218,7 @@ def test_svdf_two_steps_through_the_state(rank, with_bias):
         state = out[0].astype(f32)
 
 
+@pytest.mark.strict_mode
 def test_svdf_validation():
     wf, wt = np.zeros((4, 3), f32), np.zeros((4, 5), f32)
     ins = [T.f32([2, 3]), T.f32([4, 3], wf, True), T.f32([4, 5], wt, True), Opd(3, [], None, const=True),
@@ -258,6 +262,7 @@ def test_lsh_omitted_weights_count_as_one():
     np.testing.assert_array_equal(lsh(2, x), lsh(2, x, np.ones(5, f32)))
 
 
+@pytest.mark.strict_mode
 def test_lsh_float_and_quant_inputs_and_validation():
     xf = rng.normal(0, 1, (3, 4)).astype(f32)
     assert set(lsh(2, xf, np.ones(3, f32), xtype=3).tolist()) <= {0, 1}
@@ -291,11 +296,13 @@ def test_multinomial_is_deterministic_per_seed_and_follows_the_distribution():
     assert freq[1, 1] == 0 and abs(freq[1, 0] - 0.5) < 0.04
 
 
+@pytest.mark.strict_mode
 def test_multinomial_validation():
     ins = [T.f32([1, 3]), T.i32(0), T.i32t([2], [1, 2], True)]
     expect_fail(nnhelp.add_op_code("RANDOM_MULTINOMIAL", ins, [T.i32t([1, 0])]), BAD_DATA, "input 1", "> 0")
 
 
+@pytest.mark.strict_mode
 def test_oem_operation_says_why():
     msg = expect_fail(nnhelp.add_op_code(10000, [T.f32([1], [1.0])], [T.f32([1])]), BAD_DATA, "OEM_OPERATION")
     assert "deprecated" in msg and "extension" in msg

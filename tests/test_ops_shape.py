@@ -60,6 +60,7 @@ class TestReshape:
         fails(run_op("RESHAPE", [T.f32([12], np.zeros(12)), T.i32t([2], [5, 2])], [T.f32([0, 0])]),
               OP_FAILED, "RESHAPE", "has 10 elements")
 
+    @pytest.mark.strict_mode
     def test_const_shape_mismatch_fails_at_compilation(self):
         msg = fails(run_op("RESHAPE", [T.f32([12], np.zeros(12)), T.i32t([2], [5, 2], const=True)],
                            [T.f32([5, 2])]), BAD_DATA, "RESHAPE")
@@ -81,6 +82,7 @@ class TestReshape:
         fails(add_op_code("RESHAPE", [T.f32([1, 1, 1, 1, 2]), T.i32t([1], [2], const=True)], [T.f32([2])]),
               BAD_DATA, "RESHAPE: input 0 has rank 5")
 
+    @pytest.mark.strict_mode
     def test_output_quant_must_match(self):
         fails(add_op_code("RESHAPE", [T.q8([4], None, 0.5, 3), T.i32t([1], [4], const=True)],
                           [T.q8([4], None, 0.5, 4)]), BAD_DATA, "output 0 must have the scale and zeroPoint")
@@ -89,6 +91,7 @@ class TestReshape:
         fails(add_op_code("RESHAPE", [T.f32([4]), T.i32t([1], [4], const=True)], [T.f16([4])]),
               BAD_DATA, "output 0 has type TENSOR_FLOAT16")
 
+    @pytest.mark.strict_mode
     def test_output_rank_vs_shape_length(self):
         fails(add_op_code("RESHAPE", [T.f32([4]), T.i32t([2], [2, 2], const=True)], [T.f32([4])]),
               BAD_DATA, "output 0 has rank 1")
@@ -169,6 +172,7 @@ class TestTranspose:
         fails(run_op("TRANSPOSE", [T.f32([2, 2], np.zeros(4)), T.i32t([2], [0, 0], const=True)], [T.f32([2, 2])]),
               BAD_DATA, "not a permutation")
 
+    @pytest.mark.strict_mode
     def test_perm_length(self):
         fails(add_op_code("TRANSPOSE", [T.f32([2, 2]), T.i32t([3], [0, 1, 2], const=True)], [T.f32([2, 2])]),
               BAD_DATA, "input 1 (perm) has 3 elements, expected 2")
@@ -232,6 +236,7 @@ class TestConcatenation:
                         [T.q8([4], None, 0.3, 9)]))
         np.testing.assert_array_equal(out[0], [0, 255, 0, 255])
 
+    @pytest.mark.strict_mode
     def test_mismatched_dims(self):
         fails(add_op_code("CONCATENATION", [T.f32([2, 3]), T.f32([3, 3]), T.i32(1)], [T.f32([2, 6])]),
               BAD_DATA, "CONCATENATION: input 1 dimension 0 is 3")
@@ -278,6 +283,7 @@ class TestSplit:
         fails(run_op("SPLIT", [T.f32([4], np.zeros(4)), T.i32(0), T.i32(2)], [T.f32([0])] * 4),
               BAD_DATA, "num_splits) is 2 but the operation has 4 outputs")
 
+    @pytest.mark.strict_mode
     def test_output_quant(self):
         fails(add_op_code("SPLIT", [T.q8([4], None, 0.5, 1), T.i32(0), T.i32(2)],
                           [T.q8([2], None, 0.5, 1), T.q8([2], None, 0.25, 1)]), BAD_DATA, "output 1 must have")
@@ -409,6 +415,7 @@ class TestSlice:
         fails(run_op("SLICE", [T.f32([3], [1, 2, 3]), T.i32t([1], [-1]), T.i32t([1], [1])], [T.f32([0])]),
               OP_FAILED, "input 1 (begin) value -1")
 
+    @pytest.mark.strict_mode
     def test_begin_length(self):
         fails(add_op_code("SLICE", [T.f32([3, 1]), T.i32t([1], [0], const=True), T.i32t([2], [1, 1], const=True)],
                           [T.f32([1, 1])]), BAD_DATA, "input 1 (begin) has 1 elements, expected 2")
@@ -454,11 +461,13 @@ class TestStridedSlice:
                                        T.i32t([2], [1, 1]), T.i32(0), T.i32(0), T.i32(1)], [T.f32([0])]),
               OP_FAILED, "shrink_axis_mask 1 but begin 0, end 2, stride 1 select 2 elements")
 
+    @pytest.mark.strict_mode
     def test_output_rank_vs_shrink(self):
         fails(add_op_code("STRIDED_SLICE", [T.f32([2, 2]), T.i32t([2], [0, 0]), T.i32t([2], [1, 2]),
                                             T.i32t([2], [1, 1]), T.i32(0), T.i32(0), T.i32(1)], [T.f32([1, 2])]),
               BAD_DATA, "output 0 has rank 2, expected 1")
 
+    @pytest.mark.strict_mode
     def test_zero_stride(self):
         fails(add_op_code("STRIDED_SLICE", [T.f32([2]), T.i32t([1], [0], const=True), T.i32t([1], [2], const=True),
                                             T.i32t([1], [0], const=True), T.i32(0), T.i32(0), T.i32(0)],
@@ -515,6 +524,7 @@ class TestPad:
     def test_negative_padding(self):
         fails(run_op("PAD", [T.f32([2], [1, 2]), pads_t([[0, -1]])], [T.f32([1])]), BAD_DATA, "negative")
 
+    @pytest.mark.strict_mode
     def test_paddings_shape(self):
         fails(add_op_code("PAD", [T.f32([2, 2]), pads_t([[0, 1, 2]])], [T.f32([2, 2])]), BAD_DATA,
               "input 1 (paddings) has shape [1, 3], expected [2, 2]")

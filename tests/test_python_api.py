@@ -275,6 +275,7 @@ def test_dynamic_shapes_come_back_real():
         assert out["y"].shape == (batch, 3)
 
 
+@pytest.mark.strict_mode
 def test_error_path_raises_nnapi_error_with_reason():
     m = nn.Model()
     a = m.input("a", nn.float32, (2,))

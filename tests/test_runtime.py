@@ -14,6 +14,7 @@ pytestmark = pytest.mark.skipif(lib is None, reason="build/lib/libneuralnetworks
 BAD_DATA, BAD_STATE, UNEXPECTED_NULL, OUTPUT_INSUFFICIENT_SIZE = 4, 6, 3, 8
 
 
+@pytest.mark.strict_mode
 def test_add_float_and_reason_readable_from_python():
     code, outs = run_op("ADD", [T.f32([3], [1, 2, 3]), T.f32([3], [10, 20, 30]), T.i32(0)], [T.f32([3])])
     assert code == 0

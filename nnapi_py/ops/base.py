@@ -6,7 +6,10 @@ It provides three things:
 * ``validate(sig)`` -- the signature check done at ANeuralNetworksModel_addOperation (types,
   counts, ranks, quantization rules) and again at Model_finish with constant values known.
   It fails through ``sig.fail(...)`` (BAD_DATA, reason names the op and operand) and
-  returns the minimum feature level (1..8) the signature needs.
+  returns the minimum feature level (1..8) the signature needs.  Rules Android 14 checks
+  only when its driver prepares the operation (output shapes against the inputs, fixed or
+  derived quantization, values) sit inside ``with sig.at_execution():`` -- deferred to
+  the computation by default, reported at once under NNAPI_PY_STRICT=1.
 * ``infer(ins)`` -- the shape rule: output dims from input Infos whose dims are all known
   (constant inputs carry their ``value``).  Value errors raise NNError (BAD_DATA at
   compilation, OP_FAILED at execution).
@@ -18,7 +21,7 @@ It provides three things:
 import numpy as np
 
 from .. import constants as C
-from ..errors import NNError, bad_data
+from ..errors import NNError, bad_data, strict
 
 OPS = {}            # operation code -> Op instance
 OPERATION_NAMES = {}  # code -> name for all 106 operations + OEM (for messages)
@@ -98,15 +101,31 @@ class Sig:
     The checks name an operand as ``where`` ("input"/"output") and index, plus its role
     ``what`` when given ("input 1 (axes) has type ..."); those comparing with another
     operand name it with ``ref`` (default "input 0")."""
-    __slots__ = ("op", "ins", "outs")
+    __slots__ = ("op", "ins", "outs", "deferred", "_later")
 
     def __init__(self, op, ins, outs):
         self.op = op
         self.ins = ins
         self.outs = outs
+        self.deferred = None      # reason of the first failed check Android makes at execution
+        self._later = None
 
     def fail(self, msg):
         raise bad_data(f"{self.op.name}: {msg}")
+
+    def at_execution(self):
+        """Context for the checks Android 14 makes when its driver prepares the operation
+        (common/cpu_operations ``prepare``), not in the operation's ``validate()`` at
+        addOperation: output ranks and shapes against the inputs, fixed or derived
+        quantization (output scale, bias scale), values of constants.  A check failing
+        inside it ends the block; by default its reason is kept in ``sig.deferred`` (the
+        model records it on the operation, the compilation succeeds, every computation
+        fails with OP_FAILED and this reason); under NNAPI_PY_STRICT=1 it fails here, at
+        the earliest point (BAD_DATA), as a lint."""
+        later = self._later
+        if later is None:
+            later = self._later = _AtExecution(self)
+        return later
 
     def operand(self, where, idx):
         return (self.ins if where == "input" else self.outs)[idx]
@@ -114,6 +133,13 @@ class Sig:
     @staticmethod
     def label(where, idx, what=None):
         return f"{where} {idx}" + (f" ({what})" if what else "")
+
+    def prepare_rule(self):
+        """Context of a rule tying operands together (an output's or a parameter tensor's shape,
+        scale or zeroPoint against another operand or a fixed value): checked at execution
+        (at_execution), except for operations whose Android validate() checks such rules
+        itself (Op.validates_outputs), where it fails at once."""
+        return _NOW if self.op.validates_outputs else self.at_execution()
 
     # ---- common checks -------------------------------------------------------------
     def count(self, n_in, n_out):
@@ -162,9 +188,10 @@ class Sig:
         (operand `ref`)."""
         o = self.operand(where, idx)
         if o.type in C.QUANT_TYPES and (o.scale != ref_info.scale or o.zp != ref_info.zp):
-            self.fail(f"{where} {idx} must have the scale and zeroPoint of {ref} ({ref_info.scale}, "
-                      f"{ref_info.zp}), got ({o.scale}, {o.zp}): the same scale and zeroPoint as {ref} "
-                      f"is required")
+            with self.prepare_rule():
+                self.fail(f"{where} {idx} must have the scale and zeroPoint of {ref} ({ref_info.scale}, "
+                          f"{ref_info.zp}), got ({o.scale}, {o.zp}): the same scale and zeroPoint as {ref} "
+                          f"is required")
 
     def like(self, where, idx, src, what=None, ref="input 0"):
         """Operand has the type of Info src (operand `ref`) and, quantized, its scale and zeroPoint."""
@@ -174,7 +201,8 @@ class Sig:
     def fixed_quant(self, idx, scale, zp):
         o = self.outs[idx]
         if o.scale != scale or o.zp != zp:
-            self.fail(f"output {idx} must have scale {scale} and zeroPoint {zp}, got {o.scale} and {o.zp}")
+            with self.prepare_rule():
+                self.fail(f"output {idx} must have scale {scale} and zeroPoint {zp}, got {o.scale} and {o.zp}")
 
     def fuse(self, idx, int_type=False):
         """Input idx is an INT32 FuseCode (value checked once known); FUSED_NONE only for
@@ -183,14 +211,83 @@ class Sig:
         f = self.scalar_value(idx)
         if f is None:
             return
-        if f not in (C.FUSED_NONE, C.FUSED_RELU, C.FUSED_RELU1, C.FUSED_RELU6):
-            self.fail(f"input {idx} (fused activation) must be a FuseCode 0..3, got {f}")
-        if int_type and f != C.FUSED_NONE:
-            self.fail(f"input {idx} (fused activation) must be FUSED_NONE (0) for TENSOR_INT32, got {f}")
+        with self.at_execution():           # Android's kernels check the value
+            if f not in (C.FUSED_NONE, C.FUSED_RELU, C.FUSED_RELU1, C.FUSED_RELU6):
+                self.fail(f"input {idx} (fused activation) must be a FuseCode 0..3, got {f}")
+            if int_type and f != C.FUSED_NONE:
+                self.fail(f"input {idx} (fused activation) must be FUSED_NONE (0) for TENSOR_INT32, got {f}")
 
     def scalar_value(self, idx):
         """Value of a constant scalar input, or None when not known (yet)."""
         return scalar(self.ins[idx])
+
+
+class _AtExecution:
+    """``with sig.at_execution():`` -- see Sig.at_execution."""
+    __slots__ = ("sig",)
+
+    def __init__(self, sig):
+        self.sig = sig
+
+    def __enter__(self):
+        return self.sig
+
+    def __exit__(self, etype, exc, tb):
+        if etype is None or not issubclass(etype, NNError) or exc.code != C.BAD_DATA or strict():
+            return False
+        if self.sig.deferred is None:
+            self.sig.deferred = exc.reason
+        return True
+
+
+class _Now:
+    """A context that changes nothing: the checks in it fail at once."""
+    __slots__ = ()
+
+    def __enter__(self):
+        return None
+
+    def __exit__(self, etype, exc, tb):
+        return False
+
+
+_NOW = _Now()
+AT_EXECUTION = "checked at execution, as Android does"
+
+
+def _hidden(info, dims=False, value=False):
+    """info with its dimensions (unknown rank) and / or its value hidden."""
+    return Info(info.type, None if dims else info.dims, info.scale, info.zp, info.channel,
+                None if value else info.value, info.omitted, info.index)
+
+
+def check_operation(op, ins, outs):
+    """Validate one operation as Android 14 does: (minimum feature level, deferred reason).
+
+    Android's ``validate()`` (addOperation, Model_finish) sees the operands' types and
+    shapes but neither the values of constants nor, in effect, the outputs' shapes (it checks
+    the outputs' types only); the rules involving those are checked when the driver prepares
+    the operation.  So ``op.validate`` runs first with constant values and the outputs'
+    dimensions hidden (unknown): what fails there fails now (BAD_DATA).  It then runs again
+    with everything known, inside ``at_execution``: what fails only then is deferred to the
+    computation (or, under NNAPI_PY_STRICT=1, fails now).  Referenced models (IF, WHILE)
+    stay visible: Android checks them in validate()."""
+    hide_out = not op.validates_outputs and any(o.dims is not None for o in outs)
+    hide_in = any(i.value is not None and i.type != C.MODEL for i in ins)
+    first = Sig(op, [_hidden(i, value=True) if i.value is not None and i.type != C.MODEL else i for i in ins],
+                [_hidden(o, dims=True) for o in outs] if hide_out else outs)
+    level = op.validate(first) or 1
+    if first.deferred is None and (hide_out or hide_in):
+        full = Sig(op, ins, outs)
+        with full.at_execution():
+            level = op.validate(full) or 1
+        first.deferred = full.deferred
+    return level, first.deferred
+
+
+def deferred_failure(reason):
+    """The error every computation of a compilation with a deferred check returns."""
+    return NNError(C.OP_FAILED, f"{reason}: {AT_EXECUTION}")
 
 
 class Op:
@@ -210,6 +307,12 @@ class Op:
         return pos in self.optional_inputs or (pos == n_inputs - 1 and pos > 0 and type_code == C.BOOL)
     # control flow (IF/WHILE): the plan calls execute(node, inputs, deadline) -> outputs
     control = False
+    # why no device runs this operation (OEM_OPERATION): accepted in a model, getSupported...
+    # reports it unsupported and Compilation_finish fails with this reason (BAD_DATA)
+    unsupported = None
+    # Android's validate() itself checks the outputs' ranks and quantization against the inputs
+    # (PACK, REVERSE, MIRROR_PAD): those rules fail at addOperation instead of at execution
+    validates_outputs = False
 
     def fuse_input(self, ins):
         """Position of this operation's FuseCode input for these input Infos, or None when it

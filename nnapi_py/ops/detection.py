@@ -62,16 +62,18 @@ def _float_scalar(t):
     return C.FLOAT16 if t == F16 else C.FLOAT32
 
 
-def _check_box_type(fail, info, label, t):
-    """A box tensor for data of type t: same float type, or QUANT16_ASYMM (0.125, 0)."""
+def _check_box_type(sig, info, label, t):
+    """A box tensor for data of type t: same float type, or QUANT16_ASYMM (0.125, 0; its
+    quantization is checked when the operation is prepared, at execution)."""
     if t in QUANT8:
         if info.type != Q16A:
-            fail(f"{label} has type {tname(info.type)}, expected TENSOR_QUANT16_ASYMM for {tname(t)} data")
+            sig.fail(f"{label} has type {tname(info.type)}, expected TENSOR_QUANT16_ASYMM for {tname(t)} data")
         if info.scale != BOX_SCALE or info.zp != 0:
-            fail(f"{label} (TENSOR_QUANT16_ASYMM boxes) must have scale 0.125 and zeroPoint 0, "
-                 f"got {info.scale} and {info.zp}")
+            with sig.at_execution():
+                sig.fail(f"{label} (TENSOR_QUANT16_ASYMM boxes) must have scale 0.125 and zeroPoint 0, "
+                         f"got {info.scale} and {info.zp}")
     elif info.type != t:
-        fail(f"{label} has type {tname(info.type)}, expected {tname(t)} (the type of input 0)")
+        sig.fail(f"{label} has type {tname(info.type)}, expected {tname(t)} (the type of input 0)")
 
 
 def _check_type(sig, where, idx, t, what):
@@ -243,7 +245,7 @@ class BoxWithNmsLimit(Op):
         sig.count(9, 4)
         check_present(sig)
         t = sig.types("input", 0, TYPE_LEVELS)
-        _check_box_type(sig.fail, sig.ins[1], "input 1 (boxes)", t)
+        _check_box_type(sig, sig.ins[1], "input 1 (boxes)", t)
         _check_type(sig, "input", 2, I32, "batch index")
         fs = _float_scalar(t)
         for k in (3, 6, 7, 8):
@@ -252,29 +254,30 @@ class BoxWithNmsLimit(Op):
             check_scalar_type(sig, k, C.INT32, NMS_NAMES[k])
         sig.same_type("output", 0, t)
         sig.same_quant("output", 0, sig.ins[0])
-        _check_box_type(sig.fail, sig.outs[1], "output 1 (boxes)", t)
+        _check_box_type(sig, sig.outs[1], "output 1 (boxes)", t)
         _check_type(sig, "output", 2, I32, "classes")
         _check_type(sig, "output", 3, I32, "batch index")
-        for where, idx, rank, what in (("input", 0, 2, "scores"), ("input", 1, 2, "boxes"),
-                                       ("input", 2, 1, "batch index"), ("output", 0, 1, "scores"),
-                                       ("output", 1, 2, "boxes"), ("output", 2, 1, "classes"),
-                                       ("output", 3, 1, "batch index")):
-            _check_rank(sig, where, idx, rank, what)
-        s, b, bi = sig.ins[0], sig.ins[1], sig.ins[2]
-        n, ncls = _dim(s, 0), _dim(s, 1)
-        if ncls == 1:
-            sig.fail("input 0 (scores) must have at least 2 classes (class 0 is the background), got 1")
-        if n and _dim(b, 0) and _dim(b, 0) != n:
-            sig.fail(f"input 1 (boxes) has {_dim(b, 0)} rows, expected {n} (the rows of input 0)")
-        if ncls and _dim(b, 1) and _dim(b, 1) != 4 * ncls:
-            sig.fail(f"input 1 (boxes) dimension 1 is {_dim(b, 1)}, expected 4 * {ncls} classes = {4 * ncls}")
-        if n and _dim(bi, 0) and _dim(bi, 0) != n:
-            sig.fail(f"input 2 (batch index) has {_dim(bi, 0)} entries, expected {n} (the rows of input 0)")
-        if _dim(sig.outs[1], 1) not in (0, 4):
-            sig.fail(f"output 1 (boxes) dimension 1 is {_dim(sig.outs[1], 1)}, expected 4")
-        kind = sig.scalar_value(5)
-        if kind is not None and kind not in (NMS_HARD, NMS_LINEAR, NMS_GAUSSIAN):
-            sig.fail(f"input 5 (nms kernel) must be 0 (hard), 1 (linear) or 2 (gaussian), got {kind}")
+        with sig.at_execution():    # Android checks shapes and values when it prepares the operation
+            for where, idx, rank, what in (("input", 0, 2, "scores"), ("input", 1, 2, "boxes"),
+                                           ("input", 2, 1, "batch index"), ("output", 0, 1, "scores"),
+                                           ("output", 1, 2, "boxes"), ("output", 2, 1, "classes"),
+                                           ("output", 3, 1, "batch index")):
+                _check_rank(sig, where, idx, rank, what)
+            s, b, bi = sig.ins[0], sig.ins[1], sig.ins[2]
+            n, ncls = _dim(s, 0), _dim(s, 1)
+            if ncls == 1:
+                sig.fail("input 0 (scores) must have at least 2 classes (class 0 is the background), got 1")
+            if n and _dim(b, 0) and _dim(b, 0) != n:
+                sig.fail(f"input 1 (boxes) has {_dim(b, 0)} rows, expected {n} (the rows of input 0)")
+            if ncls and _dim(b, 1) and _dim(b, 1) != 4 * ncls:
+                sig.fail(f"input 1 (boxes) dimension 1 is {_dim(b, 1)}, expected 4 * {ncls} classes = {4 * ncls}")
+            if n and _dim(bi, 0) and _dim(bi, 0) != n:
+                sig.fail(f"input 2 (batch index) has {_dim(bi, 0)} entries, expected {n} (the rows of input 0)")
+            if _dim(sig.outs[1], 1) not in (0, 4):
+                sig.fail(f"output 1 (boxes) dimension 1 is {_dim(sig.outs[1], 1)}, expected 4")
+            kind = sig.scalar_value(5)
+            if kind is not None and kind not in (NMS_HARD, NMS_LINEAR, NMS_GAUSSIAN):
+                sig.fail(f"input 5 (nms kernel) must be 0 (hard), 1 (linear) or 2 (gaussian), got {kind}")
         return TYPE_LEVELS[t]
 
     # ---- the selection (shape rule and kernel) ----------------------------------------------
@@ -374,7 +377,7 @@ class _RoiOp(Op):
         sig.count(self.n_inputs, 1)
         check_present(sig)
         t = sig.types("input", 0, TYPE_LEVELS)
-        _check_box_type(sig.fail, sig.ins[1], "input 1 (regions of interest)", t)
+        _check_box_type(sig, sig.ins[1], "input 1 (regions of interest)", t)
         _check_type(sig, "input", 2, I32, "batch index")
         check_scalar_type(sig, 3, C.INT32, "output height")
         check_scalar_type(sig, 4, C.INT32, "output width")
@@ -387,17 +390,18 @@ class _RoiOp(Op):
         sig.same_type("output", 0, t)
         if self.same_output_quant:
             sig.same_quant("output", 0, sig.ins[0])
-        check_rank4(sig, "input", 0)
-        check_rank4(sig, "output", 0)
-        _check_rank(sig, "input", 1, 2, "regions of interest")
-        _check_rank(sig, "input", 2, 1, "batch index")
-        r = _dim(sig.ins[1], 0)
-        if _dim(sig.ins[1], 1) not in (0, 4):
-            sig.fail(f"input 1 (regions of interest) dimension 1 is {_dim(sig.ins[1], 1)}, expected 4")
-        if r and _dim(sig.ins[2], 0) and _dim(sig.ins[2], 0) != r:
-            sig.fail(f"input 2 (batch index) has {_dim(sig.ins[2], 0)} entries, expected {r} "
-                     f"(the rows of input 1)")
-        self._check_values(sig.fail, sig.ins)
+        with sig.at_execution():    # Android checks shapes and values when it prepares the operation
+            check_rank4(sig, "input", 0)
+            check_rank4(sig, "output", 0)
+            _check_rank(sig, "input", 1, 2, "regions of interest")
+            _check_rank(sig, "input", 2, 1, "batch index")
+            r = _dim(sig.ins[1], 0)
+            if _dim(sig.ins[1], 1) not in (0, 4):
+                sig.fail(f"input 1 (regions of interest) dimension 1 is {_dim(sig.ins[1], 1)}, expected 4")
+            if r and _dim(sig.ins[2], 0) and _dim(sig.ins[2], 0) != r:
+                sig.fail(f"input 2 (batch index) has {_dim(sig.ins[2], 0)} entries, expected {r} "
+                         f"(the rows of input 1)")
+            self._check_values(sig.fail, sig.ins)
         return TYPE_LEVELS[t]
 
     def _check_values(self, fail, ins):
@@ -772,24 +776,26 @@ class AxisAlignedBboxTransform(Op):
             for where, idx, what in (("input", 0, "boxes"), ("input", 3, "image info"), ("output", 0, "boxes")):
                 o = sig.operand(where, idx)
                 if o.scale != BOX_SCALE or o.zp != 0:
-                    sig.fail(f"{where} {idx} ({what}, TENSOR_QUANT16_ASYMM) must have scale 0.125 and "
-                             f"zeroPoint 0, got {o.scale} and {o.zp}")
+                    with sig.at_execution():
+                        sig.fail(f"{where} {idx} ({what}, TENSOR_QUANT16_ASYMM) must have scale 0.125 and "
+                                 f"zeroPoint 0, got {o.scale} and {o.zp}")
         else:
             sig.same_type("input", 1, t, "deltas")
             sig.same_type("input", 3, t, "image info")
         _check_type(sig, "input", 2, I32, "batch index")
         sig.same_type("output", 0, t)
-        for where, idx, rank, what in (("input", 0, 2, "boxes"), ("input", 1, 2, "deltas"),
-                                       ("input", 2, 1, "batch index"), ("input", 3, 2, "image info"),
-                                       ("output", 0, 2, "boxes")):
-            _check_rank(sig, where, idx, rank, what)
-        b, d = sig.ins[0], sig.ins[1]
-        if _dim(b, 1) not in (0, 4):
-            sig.fail(f"input 0 (boxes) dimension 1 is {_dim(b, 1)}, expected 4")
-        if _dim(d, 1) % 4:
-            sig.fail(f"input 1 (deltas) dimension 1 is {_dim(d, 1)}, expected 4 * the number of classes")
-        if _dim(sig.ins[3], 1) not in (0, 2):
-            sig.fail(f"input 3 (image info) dimension 1 is {_dim(sig.ins[3], 1)}, expected 2 ([height, width])")
+        with sig.at_execution():    # Android checks shapes and values when it prepares the operation
+            for where, idx, rank, what in (("input", 0, 2, "boxes"), ("input", 1, 2, "deltas"),
+                                           ("input", 2, 1, "batch index"), ("input", 3, 2, "image info"),
+                                           ("output", 0, 2, "boxes")):
+                _check_rank(sig, where, idx, rank, what)
+            b, d = sig.ins[0], sig.ins[1]
+            if _dim(b, 1) not in (0, 4):
+                sig.fail(f"input 0 (boxes) dimension 1 is {_dim(b, 1)}, expected 4")
+            if _dim(d, 1) % 4:
+                sig.fail(f"input 1 (deltas) dimension 1 is {_dim(d, 1)}, expected 4 * the number of classes")
+            if _dim(sig.ins[3], 1) not in (0, 2):
+                sig.fail(f"input 3 (image info) dimension 1 is {_dim(sig.ins[3], 1)}, expected 2 ([height, width])")
         return level
 
     def infer(self, ins):
@@ -859,9 +865,10 @@ class GenerateProposals(Op):
         if t in QUANT8:
             _check_type(sig, "input", 2, Q16S, "anchors")
             if sig.ins[2].scale != BOX_SCALE:
-                sig.fail(f"input 2 (anchors, TENSOR_QUANT16_SYMM) must have scale 0.125, got {sig.ins[2].scale}")
-            _check_box_type(sig.fail, sig.ins[3], "input 3 (image info)", t)
-            _check_box_type(sig.fail, sig.outs[1], "output 1 (boxes)", t)
+                with sig.at_execution():
+                    sig.fail(f"input 2 (anchors, TENSOR_QUANT16_SYMM) must have scale 0.125, got {sig.ins[2].scale}")
+            _check_box_type(sig, sig.ins[3], "input 3 (image info)", t)
+            _check_box_type(sig, sig.outs[1], "output 1 (boxes)", t)
             sig.same_quant("output", 0, sig.ins[0])
         else:
             sig.same_type("input", 2, t, "anchors")
@@ -875,23 +882,24 @@ class GenerateProposals(Op):
         check_scalar_type(sig, 10, C.BOOL, GP_NAMES[10])
         sig.same_type("output", 0, t)
         _check_type(sig, "output", 2, I32, "batch index")
-        for where, idx, rank, what in (("input", 0, 4, "scores"), ("input", 1, 4, "deltas"),
-                                       ("input", 2, 2, "anchors"), ("input", 3, 2, "image info"),
-                                       ("output", 0, 1, "scores"), ("output", 1, 2, "boxes"),
-                                       ("output", 2, 1, "batch index")):
-            _check_rank(sig, where, idx, rank, what)
-        for k in (4, 5):
-            v = sig.scalar_value(k)
-            if v is not None and not v > 0:
-                sig.fail(f"input {k} ({GP_NAMES[k]}) must be > 0, got {v}")
-        nchw = sig.scalar_value(10)
-        s, d = sig.ins[0].dims, sig.ins[1].dims
-        if nchw is not None and s and d and len(s) == 4 and len(d) == 4:
-            b, h, w, na = (s[0], s[2], s[3], s[1]) if nchw else s
-            want = (b, 4 * na, h, w) if nchw else (b, h, w, 4 * na)
-            if any(x and y and x != y for x, y in zip(d, want)):
-                sig.fail(f"input 1 (deltas) has shape {list(d)}, expected {list(want)} "
-                         f"(input 0's batches and positions, 4 values per anchor)")
+        with sig.at_execution():    # Android checks shapes and values when it prepares the operation
+            for where, idx, rank, what in (("input", 0, 4, "scores"), ("input", 1, 4, "deltas"),
+                                           ("input", 2, 2, "anchors"), ("input", 3, 2, "image info"),
+                                           ("output", 0, 1, "scores"), ("output", 1, 2, "boxes"),
+                                           ("output", 2, 1, "batch index")):
+                _check_rank(sig, where, idx, rank, what)
+            for k in (4, 5):
+                v = sig.scalar_value(k)
+                if v is not None and not v > 0:
+                    sig.fail(f"input {k} ({GP_NAMES[k]}) must be > 0, got {v}")
+            nchw = sig.scalar_value(10)
+            s, d = sig.ins[0].dims, sig.ins[1].dims
+            if nchw is not None and s and d and len(s) == 4 and len(d) == 4:
+                b, h, w, na = (s[0], s[2], s[3], s[1]) if nchw else s
+                want = (b, 4 * na, h, w) if nchw else (b, h, w, 4 * na)
+                if any(x and y and x != y for x, y in zip(d, want)):
+                    sig.fail(f"input 1 (deltas) has shape {list(d)}, expected {list(want)} "
+                             f"(input 0's batches and positions, 4 values per anchor)")
         return TYPE_LEVELS[t]
 
     def _shapes(self, ins, nchw):
@@ -1023,16 +1031,17 @@ class DetectionPostprocessing(Op):
         sig.same_type("output", 1, t, "boxes")
         _check_type(sig, "output", 2, I32, "classes")
         _check_type(sig, "output", 3, I32, "number of detections")
-        for where, idx, rank, what in (("input", 0, 3, "scores"), ("input", 1, 3, "deltas"),
-                                       ("input", 2, 2, "anchors"), ("output", 0, 2, "scores"),
-                                       ("output", 1, 3, "boxes"), ("output", 2, 2, "classes"),
-                                       ("output", 3, 1, "number of detections")):
-            _check_rank(sig, where, idx, rank, what)
-        if _dim(sig.ins[0], 2) == 1:
-            sig.fail("input 0 (scores) must have at least 2 classes (class 0 is the background), got 1")
-        if 0 < _dim(sig.ins[1], 2) < 4:
-            sig.fail(f"input 1 (deltas) dimension 2 is {_dim(sig.ins[1], 2)}, expected at least 4 ([dy, dx, dh, dw])")
-        self._check_values(sig.fail, [sig.scalar_value(k) if k >= 3 else None for k in range(14)])
+        with sig.at_execution():    # Android checks shapes and values when it prepares the operation
+            for where, idx, rank, what in (("input", 0, 3, "scores"), ("input", 1, 3, "deltas"),
+                                           ("input", 2, 2, "anchors"), ("output", 0, 2, "scores"),
+                                           ("output", 1, 3, "boxes"), ("output", 2, 2, "classes"),
+                                           ("output", 3, 1, "number of detections")):
+                _check_rank(sig, where, idx, rank, what)
+            if _dim(sig.ins[0], 2) == 1:
+                sig.fail("input 0 (scores) must have at least 2 classes (class 0 is the background), got 1")
+            if 0 < _dim(sig.ins[1], 2) < 4:
+                sig.fail(f"input 1 (deltas) dimension 2 is {_dim(sig.ins[1], 2)}, expected at least 4 ([dy, dx, dh, dw])")
+            self._check_values(sig.fail, [sig.scalar_value(k) if k >= 3 else None for k in range(14)])
         return 3
 
     @staticmethod
@@ -1141,13 +1150,14 @@ class HeatmapMaxKeypoint(Op):
         sig.count(3, 2)
         check_present(sig)
         t = sig.types("input", 0, TYPE_LEVELS, "heatmaps")
-        _check_box_type(sig.fail, sig.ins[1], "input 1 (boxes)", t)
+        _check_box_type(sig, sig.ins[1], "input 1 (boxes)", t)
         check_scalar_type(sig, 2, C.BOOL, "NCHW layout flag")
         sig.same_type("output", 0, t, "scores")
-        _check_box_type(sig.fail, sig.outs[1], "output 1 (keypoints)", t)
-        for where, idx, rank, what in (("input", 0, 4, "heatmaps"), ("input", 1, 2, "boxes"),
-                                       ("output", 0, 2, "scores"), ("output", 1, 3, "keypoints")):
-            _check_rank(sig, where, idx, rank, what)
+        _check_box_type(sig, sig.outs[1], "output 1 (keypoints)", t)
+        with sig.at_execution():    # Android checks shapes and values when it prepares the operation
+            for where, idx, rank, what in (("input", 0, 4, "heatmaps"), ("input", 1, 2, "boxes"),
+                                           ("output", 0, 2, "scores"), ("output", 1, 3, "keypoints")):
+                _check_rank(sig, where, idx, rank, what)
         return TYPE_LEVELS[t]
 
     def _dims(self, ins):

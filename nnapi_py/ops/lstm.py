@@ -423,6 +423,10 @@ class BidirectionalSequenceLstm(Op):
 
         def kernel(i, o):
             x = seq(_f32(i[0]))
+            if _given(i[39]) and (np.ndim(i[39]) != 3 or seq(i[39]).shape[:2] != x.shape[:2]):
+                raise value_error(f"{name}: input 39 (aux input) has dimensions {list(np.shape(i[39]))}, "
+                                  f"expected a 3-D tensor with the time steps and batches of input 0",
+                                  at_runtime=True)
             aux = seq(_f32(i[39])) if _given(i[39]) else None
             aux_w = [_given(i[k]) for k in range(40, 48)]
             if any(aux_w) and aux is None:

@@ -36,27 +36,32 @@ class Quantized16BitLstm(Op):
         check_present(sig)
         for k in (0, 14):
             sig.types("input", k, (Q8,), ROLES[k])
-            o = sig.ins[k]
-            if o.scale != 1 / 128 or o.zp != 128:
-                sig.fail(f"input {k} ({ROLES[k]}) must have scale 1/128 and zeroPoint 128, got {o.scale} and {o.zp}")
-        w = sig.ins[1]
         for k in range(1, 9):
             sig.types("input", k, (Q8,), ROLES[k])
-            if k > 1 and (sig.ins[k].scale != w.scale or sig.ins[k].zp != w.zp):
-                sig.fail(f"input {k} ({ROLES[k]}) must have the scale and zeroPoint of input 1 "
-                         f"({w.scale}, {w.zp}), got {sig.ins[k].scale} and {sig.ins[k].zp}")
         for k in range(9, 13):
             sig.types("input", k, (I32,), ROLES[k])
-            b = sig.ins[k]
-            if b.zp != 0 or abs(b.scale - w.scale / 128) > 1e-6 * w.scale / 128:
-                sig.fail(f"input {k} ({ROLES[k]}) must have zeroPoint 0 and scale input 1's scale / 128 "
-                         f"({w.scale / 128}), got {b.scale} and {b.zp}")
         sig.types("input", 13, (Q16S,), ROLES[13])
-        if sig.ins[13].scale != 1 / 2048 or sig.ins[13].zp != 0:
-            sig.fail(f"input 13 (previous cell state) must have scale 1/2048 (4 integer bits) and zeroPoint 0, "
-                     f"got {sig.ins[13].scale} and {sig.ins[13].zp}")
         sig.types("output", 0, (Q16S,), "cell state")
         sig.types("output", 1, (Q8,), "output")
+        w = sig.ins[1]
+        with sig.at_execution():        # Android's prepare checks the quantization
+            for k in (0, 14):
+                o = sig.ins[k]
+                if o.scale != 1 / 128 or o.zp != 128:
+                    sig.fail(f"input {k} ({ROLES[k]}) must have scale 1/128 and zeroPoint 128, "
+                             f"got {o.scale} and {o.zp}")
+            for k in range(2, 9):
+                if sig.ins[k].scale != w.scale or sig.ins[k].zp != w.zp:
+                    sig.fail(f"input {k} ({ROLES[k]}) must have the scale and zeroPoint of input 1 "
+                             f"({w.scale}, {w.zp}), got {sig.ins[k].scale} and {sig.ins[k].zp}")
+            for k in range(9, 13):
+                b = sig.ins[k]
+                if b.zp != 0 or abs(b.scale - w.scale / 128) > 1e-6 * w.scale / 128:
+                    sig.fail(f"input {k} ({ROLES[k]}) must have zeroPoint 0 and scale input 1's scale / 128 "
+                             f"({w.scale / 128}), got {b.scale} and {b.zp}")
+            if sig.ins[13].scale != 1 / 2048 or sig.ins[13].zp != 0:
+                sig.fail(f"input 13 (previous cell state) must have scale 1/2048 (4 integer bits) and "
+                         f"zeroPoint 0, got {sig.ins[13].scale} and {sig.ins[13].zp}")
         sig.same_quant("output", 0, sig.ins[13], ref="input 13 (previous cell state)")
         sig.same_quant("output", 1, sig.ins[14], ref="input 14 (previous output)")
         return 3
@@ -172,21 +177,23 @@ class QuantizedLstm(Op):
         sig.types("output", 0, (Q8S,), "output state")
         sig.types("output", 1, (Q16S,), "cell state")
         sig.types("output", 2, (Q8S,), "output")
-        for k, what in ((26, "input gate intermediate scale"), (27, "forget gate intermediate scale"),
-                        (28, "cell gate intermediate scale"), (29, "output gate intermediate scale"),
-                        (31, "hidden state scale")):
-            v = sig.scalar_value(k)
-            if v is not None and not (np.isfinite(v) and v > 0):
-                sig.fail(f"input {k} ({what}) must be a finite number > 0, got {v}")
-        for k, what in ((24, "cell clip"), (25, "projection clip")):
-            v = None if sig.ins[k].omitted else sig.scalar_value(k)
-            if v is not None and not (np.isfinite(v) and v >= 0):
-                sig.fail(f"input {k} ({what}) must be a finite number >= 0, got {v}")
-        cs = sig.ins[19]
-        if cs.scale:
-            shift, exact = _log2_exact(cs.scale)
-            if not exact or shift > -9:
-                sig.fail(f"input 19 (previous cell state) scale must be a power of two at most 2**-9, got {cs.scale}")
+        with sig.at_execution():        # Android's prepare checks values and quantization
+            for k, what in ((26, "input gate intermediate scale"), (27, "forget gate intermediate scale"),
+                            (28, "cell gate intermediate scale"), (29, "output gate intermediate scale"),
+                            (31, "hidden state scale")):
+                v = sig.scalar_value(k)
+                if v is not None and not (np.isfinite(v) and v > 0):
+                    sig.fail(f"input {k} ({what}) must be a finite number > 0, got {v}")
+            for k, what in ((24, "cell clip"), (25, "projection clip")):
+                v = None if sig.ins[k].omitted else sig.scalar_value(k)
+                if v is not None and not (np.isfinite(v) and v >= 0):
+                    sig.fail(f"input {k} ({what}) must be a finite number >= 0, got {v}")
+            cs = sig.ins[19]
+            if cs.scale:
+                shift, exact = _log2_exact(cs.scale)
+                if not exact or shift > -9:
+                    sig.fail(f"input 19 (previous cell state) scale must be a power of two at most 2**-9, "
+                             f"got {cs.scale}")
         return 4
 
     def infer(self, ins):

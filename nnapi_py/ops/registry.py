@@ -2,8 +2,8 @@
 import importlib
 
 from .. import constants as C
-from ..errors import bad_data
-from .base import OPS
+from ..errors import bad_data, lenient
+from .base import OPS, Op
 
 # one module per family; each registers its operations with @register on import
 _MODULES = (
@@ -30,13 +30,35 @@ def op_name(code):
     return f"operation code {code}"
 
 
+_OEM_REASON = ("OEM_OPERATION is deprecated (since Android 10) and this device has no vendor "
+               "extension to run it; use an extension operation type instead")
+
+
+class _OemOperation(Op):
+    """OEM_OPERATION: Android 14 accepts it in a model with any operands (addOperation,
+    Model_finish); no device supports it, so getSupportedOperationsForDevices reports false
+    and Compilation_finish fails (BAD_DATA).  NNAPI_PY_STRICT=1 rejects it at addOperation."""
+    name = "OEM_OPERATION"
+    code = C.OEM_OPERATION
+    unsupported = f"OEM_OPERATION: no device supports it ({_OEM_REASON})"
+
+    def may_omit(self, pos, n_inputs, type_code):
+        return True
+
+    def validate(self, sig):
+        lenient("OEM_OPERATION accepted in a model", _OEM_REASON)
+        return 1
+
+
+_OEM = _OemOperation()
+
+
 def lookup(code):
     op = OPS.get(code)
     if op is not None:
         return op
     if code == C.OEM_OPERATION:
-        raise bad_data("OEM_OPERATION is deprecated (since Android 10) and this device has no vendor "
-                       "extension to run it; use an extension operation type instead")
+        return _OEM
     if 0 <= code < len(C.OPERATION_NAMES):
         raise bad_data(f"{op_name(code)}: operation is not implemented by nnapi_py yet")
     if code >> 16:

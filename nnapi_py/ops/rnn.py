@@ -285,8 +285,12 @@ class BidirectionalSequenceRnn(Op):
         def seq(a):
             return a if tm else a.swapaxes(0, 1)
 
-        def project(x, w):
+        def project(x, w, what, src, units=None):
             steps, b, k = x.shape
+            if w.ndim != 2 or w.shape[0] != k or units not in (None, w.shape[1]):   # the aux operands
+                want = "units" if units is None else units                        # are known per run
+                raise value_error(f"{name}: {what} has shape {list(w.T.shape)}, expected [{want}, {k}] "
+                                  f"({k}: the size of {src})", at_runtime=True)
             return (x.reshape(steps * b, k) @ w).reshape(steps, b, -1)
 
         def kernel(i, o):
@@ -296,15 +300,22 @@ class BidirectionalSequenceRnn(Op):
                 raise value_error(f"{name}: inputs 9-11 (aux input, forward and backward aux weights): give "
                                   f"none, all three (cross linking) or only the aux input (parallel linking)",
                                   at_runtime=True)
+            if has_aux and np.ndim(i[9]) != 3:
+                raise value_error(f"{name}: input 9 (aux input) must be a 3-D tensor, got dimensions "
+                                  f"{list(np.shape(i[9]))}", at_runtime=True)
             aux = seq(_f32(i[9])) if has_aux else None
             if aux is not None and aux.shape[:2] != x.shape[:2]:
                 raise value_error(f"{name}: input 9 (aux input) has {list(aux.shape[:2])} time steps and batches, "
                                   f"expected {list(x.shape[:2])} (those of input 0)", at_runtime=True)
-            xf = project(x, wf.get(i[1]))
-            xb = project(aux if has_aux and not has_fw_w else x, wb.get(i[5]))
+            xf = project(x, wf.get(i[1]), "input 1 (forward weights)", "input 0")
+            parallel = has_aux and not has_fw_w
+            xb = project(aux if parallel else x, wb.get(i[5]), "input 5 (backward weights)",
+                         "input 9 (aux input)" if parallel else "input 0")
             if has_fw_w:
-                xf += project(aux, af.get(i[10]))
-                xb += project(aux, ab.get(i[11]))
+                xf += project(aux, af.get(i[10]), "input 10 (forward aux weights)", "input 9 (aux input)",
+                              xf.shape[2])
+                xb += project(aux, ab.get(i[11]), "input 11 (backward aux weights)", "input 9 (aux input)",
+                              xb.shape[2])
             xf += bf.get(i[3])
             xb += bb.get(i[7])
             uf = xf.shape[2]

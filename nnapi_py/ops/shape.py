@@ -193,12 +193,13 @@ class Transpose(Op):
         if r is not None and orank is not None and orank != r:
             sig.fail(f"output 0 has rank {orank}, expected {r} (the rank of input 0)")
         if not perm.omitted:
-            n = known_len(perm)
-            if n is not None and r is not None and n != r:
-                sig.fail(f"input 1 (perm) has {n} elements, expected {r} (the rank of input 0)")
-            vals = int_values(perm)
-            if vals is not None and r is not None and len(vals) == r and sorted(vals) != list(range(r)):
-                sig.fail(f"input 1 (perm) {vals} is not a permutation of 0..{r - 1}")
+            with sig.at_execution():        # Android's prepare checks perm against the input
+                n = known_len(perm)
+                if n is not None and r is not None and n != r:
+                    sig.fail(f"input 1 (perm) has {n} elements, expected {r} (the rank of input 0)")
+                vals = int_values(perm)
+                if vals is not None and r is not None and len(vals) == r and sorted(vals) != list(range(r)):
+                    sig.fail(f"input 1 (perm) {vals} is not a permutation of 0..{r - 1}")
         return self.levels[t]
 
     def _perm(self, ins):
@@ -405,6 +406,7 @@ class Split(Op):
 @register
 class Pack(Op):
     name = "PACK"
+    validates_outputs = True     # its Android validate() checks the output rank and quantization
     levels = {F16: 6, F32: 6, Q8: 6, Q8S: 6, I32: 6}
 
     def validate(self, sig):
@@ -528,6 +530,7 @@ class Tile(Op):
 @register
 class Reverse(Op):
     name = "REVERSE"
+    validates_outputs = True     # its Android validate() checks the output rank and quantization
     levels = {F16: 7, F32: 7, Q8: 7, Q8S: 7, I32: 7}
     value_inputs = (1,)
 

@@ -22,11 +22,13 @@ def _same_rank_output(sig, what="input 0"):
 
 
 def _vector_len(sig, idx, what):
-    """A 1-D parameter tensor must have rank(input 0) elements (when both are known)."""
+    """A 1-D parameter tensor must have rank(input 0) elements (when both are known; Android
+    checks it when it prepares the operation)."""
     n = known_len(sig.ins[idx])
     r = sig.ins[0].rank
     if n is not None and r is not None and n != r:
-        sig.fail(f"input {idx} ({what}) has {n} elements, expected {r} (the rank of input 0)")
+        with sig.prepare_rule():
+            sig.fail(f"input {idx} ({what}) has {n} elements, expected {r} (the rank of input 0)")
 
 
 # ---- SLICE ---------------------------------------------------------------------------------
@@ -118,7 +120,8 @@ class StridedSlice(Op):
         sig.like("output", 0, sig.ins[0])
         strides = int_values(sig.ins[3])
         if strides is not None and 0 in strides:
-            sig.fail(f"input 3 (strides) {strides} has a zero entry (strides must be non-zero)")
+            with sig.at_execution():
+                    sig.fail(f"input 3 (strides) {strides} has a zero entry (strides must be non-zero)")
         r = sig.ins[0].rank
         shrink = scalar_int(sig.ins[6])
         orank = sig.outs[0].rank
@@ -189,15 +192,22 @@ class StridedSlice(Op):
 
 # ---- PAD / PAD_V2 --------------------------------------------------------------------------
 def _paddings_tensor(sig, idx=1):
-    p = int_tensor(sig, idx, "paddings", rank=2)
+    """The paddings: TENSOR_INT32 now; its shape [rank of input 0, 2] when the operation is
+    prepared (MIRROR_PAD's Android validate checks it at once); values >= 0 at execution."""
+    p = int_tensor(sig, idx, "paddings", rank=None)
     r = sig.ins[0].rank
-    if p.dims is not None and len(p.dims) == 2:
-        a, b = p.dims
-        if (b and b != 2) or (a and r is not None and a != r):
-            sig.fail(f"input {idx} (paddings) has shape {list(p.dims)}, expected [{r if r is not None else 'rank'}, 2]")
+    with sig.prepare_rule():
+        if p.rank is not None and p.rank != 2:
+            sig.fail(f"input {idx} (paddings) must be a 2-D tensor, got rank {p.rank}")
+        if p.dims is not None and len(p.dims) == 2:
+            a, b = p.dims
+            if (b and b != 2) or (a and r is not None and a != r):
+                sig.fail(f"input {idx} (paddings) has shape {list(p.dims)}, expected "
+                         f"[{r if r is not None else 'rank'}, 2]")
     vals = int_values(p)
     if vals is not None and any(v < 0 for v in vals):
-        sig.fail(f"input {idx} (paddings) {vals} has a negative value (paddings must be >= 0)")
+        with sig.at_execution():
+            sig.fail(f"input {idx} (paddings) {vals} has a negative value (paddings must be >= 0)")
 
 
 def _paddings(op, ins):
@@ -328,6 +338,7 @@ class PadV2(Op):
 @register
 class MirrorPad(Op):
     name = "MIRROR_PAD"
+    validates_outputs = True     # its Android validate() checks the output rank and quantization
     value_inputs = (1,)
     levels = {F16: 7, F32: 7, Q8: 7, Q8S: 7, I32: 7}
     REFLECT, SYMMETRIC = 0, 1

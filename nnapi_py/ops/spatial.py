@@ -140,7 +140,9 @@ def _check_int_tensor(sig, idx, what, shape):
     sig.types("input", idx, (I32,), what)
     if inf.dims is not None and len(inf.dims) != 0:
         if len(inf.dims) != len(shape) or any(a and a != b for a, b in zip(inf.dims, shape)):
-            sig.fail(f"input {idx} ({what}) must have shape {list(shape)}, got {list(inf.dims)}")
+            with sig.at_execution():        # Android's prepare checks the shape
+                sig.fail(f"input {idx} ({what}) must have shape {list(shape)}, got {list(inf.dims)}")
+            return None
     return inf.value
 
 
@@ -158,7 +160,8 @@ def _check_block_shape(sig):
     """Input 1 (block_shape): a [2] TENSOR_INT32 of values >= 1 (where known)."""
     block = _check_int_tensor(sig, 1, "block_shape", (2,))
     if block is not None and np.size(block) and (np.asarray(block) < 1).any():
-        sig.fail(f"input 1 (block_shape) values must all be >= 1, got {np.asarray(block).tolist()}")
+        with sig.at_execution():
+                sig.fail(f"input 1 (block_shape) values must all be >= 1, got {np.asarray(block).tolist()}")
 
 
 def _block_shape(name, ins):
@@ -224,7 +227,8 @@ class SpaceToBatchND(_Layout4D):
         _check_block_shape(sig)
         pads = _check_int_tensor(sig, 2, "paddings", (2, 2))
         if pads is not None and np.size(pads) and (np.asarray(pads) < 0).any():
-            sig.fail(f"input 2 (paddings) values must all be >= 0, got {np.asarray(pads).tolist()}")
+            with sig.at_execution():
+                sig.fail(f"input 2 (paddings) values must all be >= 0, got {np.asarray(pads).tolist()}")
         return level
 
     def params(self, ins):
