@@ -1,0 +1,238 @@
+"""The importer's shared layer: what every mapping module (map_*.py) builds on.
+
+* `maps(...)`: the registry.  A mapping module declares, per builtin, the function that lowers
+  it, the NNAPI feature level it needs at least, and the cases the TFLite NNAPI delegate accepts
+  only from some level on (`Rule`s: "int8 tensors need feature level 4").
+* `Ctx`: one mapping in progress -- the tensors, the NNAPI model being built, the target feature
+  level; operand creation, constants, scalar options, fused activations, emitting operations.
+* `decide(ctx, node)`: whether a node can be mapped at ctx.level, and if not, why.
+
+A mapping module imports this module (and nnapi_py.nn, numpy), never a sibling mapping module
+(tests/test_layering.py checks).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from .. import nn
+
+# Android SDK level <-> NNAPI feature level (the delegate speaks SDK levels: kMinSdkVersionForNNAPI 27,
+# ...NNAPI11 28, ...NNAPI12 29, ...NNAPI13 30, kNNAPIRuntimeFeatureLevel5 31, then 1000006, 1000007, 1000008).
+SDK_OF_LEVEL = {1: 27, 2: 28, 3: 29, 4: 30, 5: 31, 6: 1000006, 7: 1000007, 8: 1000008}
+ANDROID_OF_LEVEL = {1: "Android 8.1", 2: "Android 9", 3: "Android 10", 4: "Android 11", 5: "Android 12",
+                    6: "Android 13", 7: "Android 14", 8: "Android 15"}
+FLOAT32, INT32 = nn.float32, nn.int32
+NEVER = 99                                  # a Rule level no release reaches: the delegate never accepts it
+
+FUSE = {0: 0, 1: 1, 2: 2, 3: 3}             # TFLite NONE, RELU, RELU_N1_TO_1, RELU6 -> NNAPI FuseCode
+PADDING = {0: 1, 1: 2}                      # TFLite SAME/VALID -> NNAPI PADDING_SAME/VALID
+FUSED_ACTIVATION_OPS = {1: "RELU", 2: "RELU1", 3: "RELU6", 5: "TANH", 6: "LOGISTIC"}  # as separate operations
+
+
+class Unmapped(Exception):
+    """This node cannot be lowered (the message is the reason)."""
+
+
+# -- the registry -------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Rule:
+    """A case of a builtin accepted only from feature level `level` on (NEVER: not at all).
+    when(ctx, node) -> bool tells whether the node is in that case; what names the case.
+    beyond=True: the delegate refuses the case below `level`, but nnapi_py lowers it anyway at
+    every level (the report shows it; the loader maps it)."""
+    level: int
+    what: str
+    when: Callable = field(default=lambda ctx, node: True)
+    beyond: bool = False
+
+    def reason(self, name):
+        if self.level >= NEVER:
+            return f"{name}: {self.what} is not supported by the NNAPI delegate"
+        return f"{name}: {self.what} needs feature level {self.level} ({ANDROID_OF_LEVEL.get(self.level, '?')})"
+
+
+@dataclass
+class Entry:
+    name: str                               # the builtin (CUSTOM_<code> for a custom operator)
+    fn: Callable                            # fn(ctx, node) -> str: the NNAPI operation(s) it became
+    level: int = 1                          # the feature level the mapping needs at least
+    rules: Tuple[Rule, ...] = ()
+    delegate: bool = True                   # whether TFLite's NNAPI delegate maps this builtin at all
+    module: str = ""
+
+    def reasons(self, ctx, node, delegate=False) -> List[str]:
+        """Why node cannot be mapped at ctx.level ([] when it can).  delegate=True: as the
+        delegate decides (rules marked beyond count too)."""
+        out = []
+        if ctx.level < self.level:
+            out.append(f"{self.name} needs feature level {self.level} ({ANDROID_OF_LEVEL.get(self.level, '?')})")
+        for r in self.rules:
+            if (delegate or not r.beyond) and ctx.level < r.level and _applies(r, ctx, node):
+                out.append(r.reason(self.name))
+        return out
+
+
+def _applies(rule, ctx, node):
+    try:
+        return bool(rule.when(ctx, node))
+    except (IndexError, KeyError, AttributeError, TypeError, ValueError):
+        return False
+
+
+REGISTRY: Dict[str, Entry] = {}
+
+
+def maps(*names: str, level: int = 1, rules: Sequence[Rule] = (), delegate: bool = True):
+    """Decorator: fn(ctx, node) lowers each of the builtins `names`.
+
+        @maps("BATCH_MATMUL", level=6, rules=[Rule(NEVER, "adj_x", lambda c, n: n.options(...).AdjX())])
+        def batch_matmul(ctx, node): ...
+    """
+    def deco(fn):
+        for n in names:
+            REGISTRY[n] = Entry(n, fn, level, tuple(rules), delegate, fn.__module__.rsplit(".", 1)[-1])
+        return fn
+    return deco
+
+
+def decide(ctx, node, delegate=False) -> Tuple[Optional[Entry], List[str]]:
+    """(the node's Entry, the reasons it cannot be mapped at ctx.level) -- no reasons: mappable."""
+    e = REGISTRY.get(node.name)
+    if e is None:
+        return None, [f"{node.name}: no NNAPI mapping for this builtin"]
+    return e, e.reasons(ctx, node, delegate)
+
+
+# -- predicates the rules use ---------------------------------------------------------------------------
+def dtype_of(ctx, k):
+    return ctx.tensors[k].dtype if k >= 0 else None
+
+
+def any_input(*dtypes, first_only=False):
+    """A `when` predicate: an input tensor (or the first) has one of dtypes."""
+    ds = tuple(np.dtype(d) for d in dtypes)
+
+    def when(ctx, node):
+        ks = node.ins[:1] if first_only else node.ins
+        return any(k >= 0 and ctx.tensors[k].dtype is not None and np.dtype(ctx.tensors[k].dtype) in ds for k in ks)
+    return when
+
+
+def rank_above(n, which=0):
+    return lambda ctx, node: len(ctx.tensors[node.ins[which]].shape) > n
+
+
+INT8 = Rule(4, "int8 (TENSOR_QUANT8_ASYMM_SIGNED) tensors", any_input(np.int8, first_only=True))
+
+
+# -- the mapping context ------------------------------------------------------------------------------
+class Ctx:
+    """One subgraph being lowered into one NNAPI model at a target feature level."""
+
+    def __init__(self, graph, nn_model, level: int):
+        self.graph = graph
+        self.tensors = graph.tensors
+        self.nn_model = nn_model
+        self.level = level
+        self.filters = set()                # constant int8 tensors used as conv filters (per-channel type)
+        # resource variables of streaming models (map_state.py)
+        self.handles: Dict[int, str] = {}
+        self.state_in: Dict[str, int] = {}
+        self.state_out: Dict[str, int] = {}
+        self.initial_state: Dict[str, np.ndarray] = {}
+
+    # operands
+    def type(self, t) -> nn.OperandType:
+        if t.dtype == np.float32:
+            return nn.float32
+        if t.dtype == np.float16:
+            return nn.float16
+        if t.dtype == np.int32:
+            # a bias of a per-channel filter has scale 0 in NNAPI (its scales are input x filter)
+            return nn.OperandType(nn.int32.code, 0.0 if t.scales else t.scale, 0)
+        if t.dtype == np.bool_:
+            return nn.bool8
+        if t.dtype == np.uint8:
+            return nn.quant8_asymm(t.scale, t.zp)
+        if t.dtype == np.int8:
+            if t.scales is not None or (t.value is not None and t.zp == 0 and t.index in self.filters):
+                return nn.quant8_symm_per_channel(t.scales or [t.scale] * t.shape[t.qdim], t.qdim)
+            return nn.quant8_asymm_signed(t.scale, t.zp)
+        raise Unmapped(f"tensor {t.name!r} of type {t.type_name} has no NNAPI operand type here")
+
+    def operand(self, k):
+        """The NNAPI operand of tensor k (a constant is created on first use)."""
+        t = self.tensors[k]
+        if t.operand is None:
+            if t.value is None:
+                raise Unmapped(f"tensor {t.name!r} is used before any operator produces it")
+            t.operand = self.nn_model.constant(np.ascontiguousarray(t.value), self.type(t), name=t.name)
+        return t.operand
+
+    def out(self, k):
+        """(type, shape) of tensor k as an operation output."""
+        t = self.tensors[k]
+        return (self.type(t), t.shape)
+
+    def const(self, k, what):
+        """The constant value of tensor k (Unmapped naming `what` when it is not constant)."""
+        v = self.tensors[k].value
+        if v is None:
+            raise Unmapped(f"{what} must be constant")
+        return v
+
+    def ivec(self, values):
+        """A constant TENSOR_INT32 vector."""
+        return self.nn_model.constant(np.asarray(values, np.int32).reshape(-1), nn.int32)
+
+    def constant(self, value, type=None):
+        return self.nn_model.constant(value, type)
+
+    def op(self, nnapi_op, *ins, outputs=None, names=()):
+        """An intermediate NNAPI operation (not bound to a tensor)."""
+        return self.nn_model.op(nnapi_op, *ins, outputs=outputs, names=names)
+
+    def emit(self, nnapi_op, ins, out_k, extra=()):
+        """One NNAPI operation producing tensor out_k."""
+        o = self.nn_model.op(nnapi_op, *ins, *extra, outputs=[self.out(out_k)], names=[self.tensors[out_k].name])
+        self.tensors[out_k].operand = o
+        return nnapi_op
+
+    def bind(self, out_k, operand):
+        """Tensor out_k is this (already built) operand."""
+        self.tensors[out_k].operand = operand
+
+    def bias(self, node, n_out):
+        """The bias operand of a conv / fully-connected node (zeros when absent)."""
+        ins = node.ins
+        if len(ins) > 2 and ins[2] >= 0:
+            return self.operand(ins[2])
+        return self.nn_model.constant(np.zeros(n_out, np.float32), nn.float32)
+
+    def fold(self, out_k, value):
+        self.tensors[out_k].value = value
+        return "folded at load"
+
+
+def fuse_code(opts):
+    """The FuseCode of an options table's fused activation (Unmapped when NNAPI has none)."""
+    f = FUSE.get(opts.FusedActivationFunction() if opts is not None else 0)
+    if f is None:
+        raise Unmapped("fused activation not supported by NNAPI")
+    return f
+
+
+def with_activation(ctx, nnapi_op, args, out_k, act):
+    """nnapi_op without a fused activation, then the TFLite fused activation `act` (an
+    ActivationFunctionType) as a separate NNAPI operation; returns the description."""
+    if not act:
+        return ctx.emit(nnapi_op, args, out_k)
+    a = FUSED_ACTIVATION_OPS.get(act)
+    if a is None:
+        raise Unmapped("fused activation not supported by NNAPI")
+    tmp = ctx.op(nnapi_op, *args, outputs=[ctx.out(out_k)])
+    ctx.emit(a, [tmp], out_k)
+    return f"{nnapi_op} + {a}"
