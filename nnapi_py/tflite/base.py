@@ -103,7 +103,10 @@ def decide(ctx, node, delegate=False) -> Tuple[Optional[Entry], List[str]]:
     e = REGISTRY.get(node.name)
     if e is None:
         return None, [f"{node.name}: no NNAPI mapping for this builtin"]
-    return e, e.reasons(ctx, node, delegate)
+    reasons = e.reasons(ctx, node, delegate)
+    if ctx.level < INT8.level and INT8 not in e.rules and _applies(INT8, ctx, node):
+        reasons.append(INT8.reason(node.name))
+    return e, reasons
 
 
 # -- predicates the rules use ---------------------------------------------------------------------------
@@ -111,21 +114,74 @@ def dtype_of(ctx, k):
     return ctx.tensors[k].dtype if k >= 0 else None
 
 
-def any_input(*dtypes, first_only=False):
-    """A `when` predicate: an input tensor (or the first) has one of dtypes."""
-    ds = tuple(np.dtype(d) for d in dtypes)
+F32, F16, I32, U8, I8, BOOL = np.float32, np.float16, np.int32, np.uint8, np.int8, np.bool_
+QUANT = (U8, I8)
+FLOAT = (F32, F16)
+
+
+def tensor_of(ctx, node, which=0, out=False):
+    ks = node.outs if out else node.ins
+    return ctx.tensors[ks[which]] if which < len(ks) and ks[which] >= 0 else None
+
+
+def of_type(*dtypes, which=0, out=False):
+    """A `when` predicate: input (output) `which` has one of dtypes."""
+    ds = {np.dtype(d) for d in dtypes}
 
     def when(ctx, node):
-        ks = node.ins[:1] if first_only else node.ins
-        return any(k >= 0 and ctx.tensors[k].dtype is not None and np.dtype(ctx.tensors[k].dtype) in ds for k in ks)
+        t = tensor_of(ctx, node, which, out)
+        return t is not None and t.dtype is not None and np.dtype(t.dtype) in ds
     return when
 
 
-def rank_above(n, which=0):
-    return lambda ctx, node: len(ctx.tensors[node.ins[which]].shape) > n
+def not_of_type(*dtypes, which=0, out=False):
+    """A `when` predicate: input (output) `which` has none of dtypes."""
+    is_one = of_type(*dtypes, which=which, out=out)
+    return lambda ctx, node: tensor_of(ctx, node, which, out) is not None and not is_one(ctx, node)
 
 
-INT8 = Rule(4, "int8 (TENSOR_QUANT8_ASYMM_SIGNED) tensors", any_input(np.int8, first_only=True))
+def option(cls, getter, test=bool):
+    """A `when` predicate on the node's options: test(options.getter())."""
+    def when(ctx, node):
+        o = node.options(cls)
+        return o is not None and test(getattr(o, getter)())
+    return when
+
+
+def rank_above(n, which=0, out=False):
+    return lambda ctx, node: len(tensor_of(ctx, node, which, out).shape) > n
+
+
+def not_constant(which):
+    return lambda ctx, node: ctx.tensors[node.ins[which]].value is None
+
+
+def hybrid(ctx, node):
+    """Float activations with quantized (int8 / uint8) constant weights (input 1)."""
+    x, w = ctx.tensors[node.ins[0]], ctx.tensors[node.ins[1]]
+    return x.dtype in FLOAT and w.dtype in QUANT
+
+
+def all_of(*preds):
+    return lambda ctx, node: all(p(ctx, node) for p in preds)
+
+
+def any_of(*preds):
+    return lambda ctx, node: any(p(ctx, node) for p in preds)
+
+
+def uses_int8_activations(ctx, node):
+    """An int8 tensor other than a symmetric constant weight: TENSOR_QUANT8_ASYMM_SIGNED."""
+    for k in list(node.ins) + list(node.outs):
+        t = ctx.tensors[k] if k >= 0 else None
+        if t is not None and t.dtype == np.int8 and not (t.value is not None and (t.scales or k in ctx.filters)):
+            return True
+    return False
+
+
+INT8 = Rule(4, "int8 (TENSOR_QUANT8_ASYMM_SIGNED) tensors", uses_int8_activations)
+QUANTIZED = Rule(3, "quantized tensors", of_type(U8, I8))
+INT32 = Rule(4, "int32 tensors", of_type(I32))
 
 
 # -- the mapping context ------------------------------------------------------------------------------
@@ -169,6 +225,9 @@ class Ctx:
         if t.operand is None:
             if t.value is None:
                 raise Unmapped(f"tensor {t.name!r} is used before any operator produces it")
+            if 0 in np.shape(t.value):
+                raise Unmapped(f"tensor {t.name!r} is a constant with no elements (shape {list(t.shape)}): "
+                               "NNAPI has no operand for it")
             t.operand = self.nn_model.constant(np.ascontiguousarray(t.value), self.type(t), name=t.name)
         return t.operand
 
@@ -211,6 +270,31 @@ class Ctx:
         if len(ins) > 2 and ins[2] >= 0:
             return self.operand(ins[2])
         return self.nn_model.constant(np.zeros(n_out, np.float32), nn.float32)
+
+    def scalar(self, k, what):
+        """The single value of constant tensor k as a Python number."""
+        v = self.const(k, what).reshape(-1)
+        if v.size != 1:
+            raise Unmapped(f"{what} must be a single value")
+        return v[0].item()
+
+    def float_weight(self, k):
+        """Weights k as a float32 operand: a quantized constant (hybrid model: int8 weights, float
+        activations) goes through NNAPI DEQUANTIZE of the TENSOR_QUANT8_SYMM(_PER_CHANNEL)
+        constant, as the NNAPI delegate does it; float weights are used as they are."""
+        t = self.tensors[k]
+        if t.dtype not in (np.int8, np.uint8):
+            return self.operand(k)
+        if t.value is None:
+            raise Unmapped(f"quantized weights {t.name!r} with float activations must be constant")
+        if t.operand is None:
+            if t.dtype == np.int8 and t.zp == 0:
+                typ = (nn.quant8_symm_per_channel(t.scales, t.qdim) if t.scales
+                       else nn.quant8_symm(t.scale))
+            else:
+                typ = self.type(t)
+            t.operand = self.nn_model.constant(np.ascontiguousarray(t.value), typ, name=t.name)
+        return self.nn_model.op("DEQUANTIZE", t.operand, outputs=[(nn.float32, t.shape)])
 
     def fold(self, out_k, value):
         self.tensors[out_k].value = value

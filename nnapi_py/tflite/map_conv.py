@@ -1,7 +1,13 @@
-"""Convolutions, fully-connected layers and pooling."""
+"""Convolutions, fully-connected layers, batched matrix products and pooling."""
 from __future__ import annotations
 
-from .base import PADDING, fuse_code, maps
+import numpy as np
+
+from .. import nn
+from .base import (F32, FLOAT, I8, I32, NEVER, PADDING, U8, Rule, Unmapped, fuse_code, hybrid, maps, not_constant,
+                   not_of_type, of_type, option)
+
+_HYBRID = Rule(3, "int8 weights with float activations (hybrid)", hybrid)
 
 
 def _dilation(o):
@@ -10,35 +16,141 @@ def _dilation(o):
     return []
 
 
-@maps("CONV_2D")
+def _dilated(cls):
+    return lambda c, n: (lambda o: o is not None and (o.DilationWFactor() != 1 or o.DilationHFactor() != 1))(
+        n.options(cls))
+
+
+def _grouped(ctx, node):
+    x, w = ctx.tensors[node.ins[0]], ctx.tensors[node.ins[1]]
+    return len(x.shape) == 4 and len(w.shape) == 4 and x.shape[3] != w.shape[3]
+
+
+def _per_channel(ctx, node):
+    return ctx.tensors[node.ins[1]].scales is not None
+
+
+def _no_bias(ctx, node):
+    return len(node.ins) < 3 or node.ins[2] < 0
+
+
+def _filter(ctx, node):
+    """The filter operand: dequantized to float32 in a hybrid node."""
+    return ctx.float_weight(node.ins[1]) if hybrid(ctx, node) else ctx.operand(node.ins[1])
+
+
+def _bias(ctx, node, n_out):
+    if not _no_bias(ctx, node):
+        return ctx.float_weight(node.ins[2]) if hybrid(ctx, node) else ctx.operand(node.ins[2])
+    x, w = ctx.tensors[node.ins[0]], ctx.tensors[node.ins[1]]
+    if x.dtype in FLOAT:
+        return ctx.constant(np.zeros(n_out, x.dtype), ctx.type(x))
+    scale = x.scale * (w.scales[0] if w.scales else w.scale)
+    return ctx.constant(np.zeros(n_out, np.int32), nn.OperandType(nn.int32.code, 0.0 if w.scales else scale, 0))
+
+
+@maps("CONV_2D", rules=[
+    _HYBRID, Rule(3, "per-channel quantized filter", _per_channel),
+    Rule(3, "dilation", _dilated("Conv2DOptions")), Rule(3, "grouped convolution", _grouped),
+    Rule(NEVER, "an omitted bias", _no_bias, beyond=True)])
 def conv_2d(ctx, node):
     o = node.options("Conv2DOptions")
     w = ctx.tensors[node.ins[1]]
     fuse = fuse_code(o)
-    args = [ctx.operand(node.ins[0]), ctx.operand(node.ins[1]), ctx.bias(node, w.shape[0]),
-            PADDING[o.Padding()], o.StrideW(), o.StrideH(), fuse]
-    return ctx.emit("CONV_2D", args + _dilation(o), node.outs[0])
+    args = [ctx.operand(node.ins[0]), _filter(ctx, node), _bias(ctx, node, w.shape[0]),
+            PADDING[o.Padding()], o.StrideW(), o.StrideH()]
+    if _grouped(ctx, node):
+        if _dilation(o):
+            raise Unmapped("a dilated grouped convolution has no NNAPI form")
+        groups = ctx.tensors[node.ins[0]].shape[3] // w.shape[3]
+        ctx.emit("GROUPED_CONV_2D", args + [groups, fuse, False], node.outs[0])
+        return "GROUPED_CONV_2D"
+    ctx.emit("CONV_2D", args + [fuse] + _dilation(o), node.outs[0])
+    return "DEQUANTIZE + CONV_2D" if hybrid(ctx, node) else "CONV_2D"
 
 
-@maps("DEPTHWISE_CONV_2D")
+@maps("DEPTHWISE_CONV_2D", rules=[
+    Rule(3, "dilation", _dilated("DepthwiseConv2DOptions")),
+    Rule(NEVER, "int8 weights with float activations (hybrid)", hybrid, beyond=True),
+    Rule(NEVER, "an omitted bias", _no_bias, beyond=True)])
 def depthwise_conv_2d(ctx, node):
     o = node.options("DepthwiseConv2DOptions")
     w = ctx.tensors[node.ins[1]]
     fuse = fuse_code(o)
     x = ctx.tensors[node.ins[0]]
     mult = max(1, w.shape[3] // max(1, x.shape[3])) if len(x.shape) == 4 else o.DepthMultiplier()
-    args = [ctx.operand(node.ins[0]), ctx.operand(node.ins[1]), ctx.bias(node, w.shape[3]),
+    args = [ctx.operand(node.ins[0]), _filter(ctx, node), _bias(ctx, node, w.shape[3]),
             PADDING[o.Padding()], o.StrideW(), o.StrideH(), mult, fuse]
-    return ctx.emit("DEPTHWISE_CONV_2D", args + _dilation(o), node.outs[0])
+    ctx.emit("DEPTHWISE_CONV_2D", args + _dilation(o), node.outs[0])
+    return "DEQUANTIZE + DEPTHWISE_CONV_2D" if hybrid(ctx, node) else "DEPTHWISE_CONV_2D"
 
 
-@maps("FULLY_CONNECTED")
+@maps("FULLY_CONNECTED", rules=[
+    _HYBRID, Rule(NEVER, "int16 output", of_type(np.int16, out=True)),
+    Rule(4, "keep_num_dims", option("FullyConnectedOptions", "KeepNumDims"))])
 def fully_connected(ctx, node):
     o = node.options("FullyConnectedOptions")
     fuse = fuse_code(o)
     w = ctx.tensors[node.ins[1]]
-    return ctx.emit("FULLY_CONNECTED", [ctx.operand(node.ins[0]), ctx.operand(node.ins[1]),
-                                        ctx.bias(node, w.shape[0]), fuse], node.outs[0])
+    out = ctx.tensors[node.outs[0]]
+    args = [ctx.operand(node.ins[0]), _filter(ctx, node), _bias(ctx, node, w.shape[0]), fuse]
+    what = "DEQUANTIZE + FULLY_CONNECTED" if hybrid(ctx, node) else "FULLY_CONNECTED"
+    if len(out.shape) == 2:
+        ctx.emit("FULLY_CONNECTED", args, node.outs[0])
+        return what
+    flat = (int(np.prod(out.shape[:-1])), out.shape[-1])     # keep_num_dims: NNAPI's output is 2-D
+    y = ctx.op("FULLY_CONNECTED", *args, outputs=[(ctx.type(out), flat)])
+    ctx.emit("RESHAPE", [y, ctx.ivec(out.shape)], node.outs[0])
+    return what + " + RESHAPE"
+
+
+@maps("TRANSPOSE_CONV", level=3, rules=[
+    Rule(NEVER, "a computed output shape or filter", lambda c, n: not_constant(0)(c, n) or not_constant(1)(c, n))])
+def transpose_conv(ctx, node):
+    """TFLite inputs (output_shape, filter, input[, bias]) -> TRANSPOSE_CONV_2D (input, filter,
+    bias, output_shape, implicit padding, strides, activation, NHWC)."""
+    o = node.options("TransposeConvOptions")
+    w = ctx.tensors[node.ins[1]]
+    x = ctx.tensors[node.ins[2]]
+    fuse = fuse_code(o) if o is not None and hasattr(o, "FusedActivationFunction") else 0
+    if len(node.ins) > 3 and node.ins[3] >= 0:
+        bias = ctx.operand(node.ins[3])
+    elif x.dtype in FLOAT:
+        bias = ctx.constant(np.zeros(w.shape[0], x.dtype), ctx.type(x))
+    else:
+        scale = 0.0 if w.scales else x.scale * w.scale
+        bias = ctx.constant(np.zeros(w.shape[0], np.int32), nn.OperandType(nn.int32.code, scale, 0))
+    if x.dtype == I8 and w.dtype == I8 and w.scales is None:      # NNAPI: per-channel filter with int8 input
+        w_op = ctx.constant(np.ascontiguousarray(w.value), nn.quant8_symm_per_channel([w.scale] * w.shape[0], 0))
+        if w.zp:
+            raise Unmapped("an int8 filter with a zero point")
+    else:
+        w_op = ctx.operand(node.ins[1])
+    shape = ctx.ivec(ctx.const(node.ins[0], "the output shape"))
+    return ctx.emit("TRANSPOSE_CONV_2D", [ctx.operand(node.ins[2]), w_op, bias, shape, PADDING[o.Padding()],
+                                          o.StrideW(), o.StrideH(), fuse, False], node.outs[0])
+
+
+def _broadcast(c, n):
+    a, b = c.tensors[n.ins[0]].shape, c.tensors[n.ins[1]].shape
+    return len(a) != len(b) or tuple(a[:-2]) != tuple(b[:-2])
+
+
+@maps("BATCH_MATMUL", level=6, rules=[
+    Rule(NEVER, "input type other than float32 / int32 / int8", not_of_type(F32, I32, I8)),
+    Rule(NEVER, "inputs of different types (hybrid)",
+         lambda c, n: c.tensors[n.ins[0]].dtype != c.tensors[n.ins[1]].dtype),
+    Rule(NEVER, "input rank outside 2..4", lambda c, n: not 2 <= len(c.tensors[n.ins[0]].shape) <= 4),
+    Rule(NEVER, "broadcast batch dimensions", _broadcast)])
+def batch_matmul(ctx, node):
+    o = node.options("BatchMatMulOptions")
+    adj_x, adj_y = (bool(o.AdjX()), bool(o.AdjY())) if o else (False, False)
+    return ctx.emit("BATCH_MATMUL", [ctx.operand(node.ins[0]), ctx.operand(node.ins[1]), adj_x, adj_y],
+                    node.outs[0])
+
+
+_FLOAT_OR_QUANT8 = Rule(NEVER, "input type other than float / uint8 / int8",
+                        not_of_type(np.float32, np.float16, U8, I8))
 
 
 def _pool(nnapi_op, ctx, node):
@@ -48,11 +160,20 @@ def _pool(nnapi_op, ctx, node):
                                o.FilterWidth(), o.FilterHeight(), fuse], node.outs[0])
 
 
-@maps("MAX_POOL_2D")
+@maps("MAX_POOL_2D", rules=[_FLOAT_OR_QUANT8])
 def max_pool_2d(ctx, node):
     return _pool("MAX_POOL_2D", ctx, node)
 
 
-@maps("AVERAGE_POOL_2D")
+@maps("AVERAGE_POOL_2D", rules=[_FLOAT_OR_QUANT8, Rule(
+    NEVER, "a quantized filter window above 256 elements (the reference CPU path would overflow)",
+    lambda c, n: c.tensors[n.ins[0]].dtype in (U8, I8) and (lambda o: o.FilterWidth() * o.FilterHeight() > 256)(
+        n.options("Pool2DOptions")), beyond=True)])
 def average_pool_2d(ctx, node):
     return _pool("AVERAGE_POOL_2D", ctx, node)
+
+
+@maps("L2_POOL_2D", rules=[Rule(NEVER, "non-float input", not_of_type(*FLOAT)),
+                           Rule(3, "a fused activation", option("Pool2DOptions", "FusedActivationFunction"))])
+def l2_pool_2d(ctx, node):
+    return _pool("L2_POOL_2D", ctx, node)

@@ -1,0 +1,56 @@
+"""Write a tiny .tflite model (tflite_writer), load it through nnapi_py.tflite at a feature level
+and compare every output with LiteRT's reference kernels (BUILTIN_REF)."""
+import numpy as np
+
+import tflite_writer
+
+
+def interpreter(path, builtin=False):
+    """LiteRT's reference kernels; its builtin kernels (no delegate) for an op the reference
+    resolver lacks (ELU, ...) or when builtin=True."""
+    from ai_edge_litert import interpreter as litert
+    try:
+        if builtin:
+            raise ValueError("builtin kernels asked for")
+        ref = litert.Interpreter(model_path=path, experimental_op_resolver_type=litert.OpResolverType.BUILTIN_REF)
+    except ValueError:
+        ref = litert.Interpreter(model_path=path,
+                                 experimental_op_resolver_type=litert.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    ref.allocate_tensors()
+    return ref
+
+
+def reference(path, feeds):
+    ref = interpreter(path)
+    for d, x in zip(ref.get_input_details(), feeds):
+        ref.set_tensor(d["index"], x)
+    ref.invoke()
+    return [ref.get_tensor(d["index"]) for d in ref.get_output_details()]
+
+
+def compare(tmp_path, tensors, ops, inputs, outputs, feeds, expect=None, level=None, tol=1e-5, steps=1, name="m",
+            builtin=False):
+    """Load at `level` (None: the runtime's), run `steps` times on feeds, compare with LiteRT's
+    reference kernels (float: |ours - ref| <= tol (1 + |ref|); integers / bools: equal);
+    `expect` must appear in the model's mapping; builtin=True: against LiteRT's builtin kernels.
+    Returns the model."""
+    import nnapi_py.tflite as T
+    path = tflite_writer.write(str(tmp_path / f"{name}.tflite"), tensors, ops, inputs, outputs)
+    m = T.load(path, feature_level=level)
+    ref = interpreter(path, builtin)
+    for _ in range(steps):
+        got = m.run(feeds)
+        for d, x in zip(ref.get_input_details(), feeds):
+            ref.set_tensor(d["index"], x)
+        ref.invoke()
+        for d, g in zip(ref.get_output_details(), got):
+            want = ref.get_tensor(d["index"])
+            g = np.asarray(g).reshape(want.shape)
+            if want.dtype.kind == "f":
+                np.testing.assert_allclose(g, want, rtol=tol, atol=tol, err_msg=d["name"])
+            else:
+                np.testing.assert_array_equal(g.astype(want.dtype), want, err_msg=d["name"])
+    if expect:
+        text = "\n".join(str(x) for x in m.mapping)
+        assert expect in text, text
+    return m
