@@ -296,6 +296,34 @@ class Ctx:
             t.operand = self.nn_model.constant(np.ascontiguousarray(t.value), typ, name=t.name)
         return self.nn_model.op("DEQUANTIZE", t.operand, outputs=[(nn.float32, t.shape)])
 
+    def optional(self, k, like=None):
+        """The operand of optional input tensor k, or an omitted operand (no value) when absent."""
+        if k is not None and k >= 0:
+            return self.operand(k)
+        return self.nn_model.omitted(self.type(like) if like is not None else nn.float32)
+
+    # variable tensors (the state of RNN / LSTM / SVDF layers, kept by TFLite between invocations)
+    def state_input(self, k):
+        """Variable tensor k as a model input "state:<name>" the model object feeds on each run
+        (initially its buffer or zeros), registered once."""
+        t = self.tensors[k]
+        var = t.name
+        if t.operand is None:
+            t.operand = self.nn_model.input("state:" + var, self.type(t), t.shape)
+            self.state_in[var] = k
+            init = np.array(t.value) if t.value is not None else np.zeros(t.shape, t.dtype) + t.zp
+            self.initial_state.setdefault(var, init.astype(t.dtype))
+        return t.operand
+
+    def state_output(self, k, operand):
+        """operand is the next value of variable tensor k (a model output "state:<name>")."""
+        from .reader import Tensor
+        t0 = self.tensors[k]
+        t = Tensor(len(self.tensors), t0.name + ":next", t0.dtype, t0.shape, t0.scale, t0.zp)
+        t.operand = operand
+        self.tensors.append(t)
+        self.state_out[t0.name] = t.index
+
     def fold(self, out_k, value):
         self.tensors[out_k].value = value
         return "folded at load"
