@@ -35,7 +35,7 @@ def folds(*names):
                     a = a.reshape(t.shape)
                 else:
                     t.shape = tuple(a.shape)       # the file's shape was a placeholder (dynamic)
-                out.append(np.ascontiguousarray(a))
+                out.append(a if a.flags.c_contiguous else a.copy())   # (ascontiguousarray makes 0-d 1-d)
             return out
         run.__name__ = fn.__name__
         for n in names:
