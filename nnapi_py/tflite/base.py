@@ -104,7 +104,10 @@ def decide(ctx, node, delegate=False) -> Tuple[Optional[Entry], List[str]]:
     if e is None:
         return None, [f"{node.name}: no NNAPI mapping for this builtin"]
     reasons = e.reasons(ctx, node, delegate)
-    if ctx.level < INT8.level and INT8 not in e.rules and _applies(INT8, ctx, node):
+    # int8 activations: NNAPI's TENSOR_QUANT8_ASYMM_SIGNED is feature level 4. Below, the delegate
+    # converts them to uint8 (zero point + 128) for most operations; nnapi_py does not (yet), so this
+    # rule is nnapi_py's own and does not count in the delegate's view.
+    if not delegate and ctx.level < INT8.level and INT8 not in e.rules and _applies(INT8, ctx, node):
         reasons.append(INT8.reason(node.name))
     return e, reasons
 
