@@ -51,12 +51,21 @@ def two_in(op, a_shape, b_shape, out_shape, dtype=f32, options=None, extra_a=Non
 def test_batch_matmul_needs_feature_level_6(tmp_path):
     rs = reasons(tmp_path, *two_in("BATCH_MATMUL", (2, 3, 4), (2, 4, 5), (2, 3, 5)))
     assert first_level(rs) == 6
-    assert rs[4] == ["BATCH_MATMUL needs feature level 6 (Android 13)"]
+    assert rs[4] == ["BATCH_MATMUL: NNAPI's BATCH_MATMUL needs feature level 6 (Android 13)"]
 
 
 def test_batch_matmul_broadcast_is_never_delegated(tmp_path):
     rs = reasons(tmp_path, *two_in("BATCH_MATMUL", (2, 3, 4), (4, 5), (2, 3, 5)))
     assert first_level(rs) is None and "broadcast batch dimensions" in rs[8][0]
+
+
+def test_batch_matmul_by_a_constant_matrix_is_fully_connected_at_every_level(tmp_path):
+    """Beyond the delegate: a constant right-hand matrix (broadcast over the batch) makes a
+    FULLY_CONNECTED, valid from feature level 1; the delegate needs level 6 and no broadcast."""
+    ts = [("a", f32, (2, 3, 4), None), ("b", f32, (4, 5), np.ones((4, 5), f32)), ("y", f32, (2, 3, 5), None)]
+    ops = [("BATCH_MATMUL", [0, 1], [2], None)]
+    assert first_level(reasons(tmp_path, ts, ops, [0], [2], levels=(1, 3, 6, 8))) == 1
+    assert first_level(reasons(tmp_path, ts, ops, [0], [2], delegate=True)) is None
 
 
 @pytest.mark.parametrize("op,level", [("MIRROR_PAD", 7), ("REVERSE_V2", 7)])

@@ -164,6 +164,15 @@ def test_batch_matmul(tmp_path, adj):
             [0, 1], [2], [rnd(*a_shape), rnd(*b_shape)], "BATCH_MATMUL")
 
 
+@pytest.mark.parametrize("level,adj_y", [(3, False), (8, False), (8, True)])
+def test_batch_matmul_by_a_constant_matrix(tmp_path, level, adj_y):
+    """oww_melspectrogram's pattern: [1, 1, F, 257] x a constant [257, 32] -> FULLY_CONNECTED."""
+    b = rnd(5, 4) if adj_y else rnd(4, 5)
+    compare(tmp_path, [("a", f32, (1, 2, 3, 4), None), ("b", f32, b.shape, b), ("y", f32, (1, 2, 3, 5), None)],
+            [("BATCH_MATMUL", [0, 1], [2], ("BatchMatMulOptions", {"AdjY": adj_y}))], [0], [2], [rnd(1, 2, 3, 4)],
+            "RESHAPE + FULLY_CONNECTED + RESHAPE", level=level)
+
+
 # -- shapes and layout
 def test_squeeze_and_expand_dims(tmp_path):
     compare(tmp_path, [("x", f32, (1, 3, 1, 4), None), ("s", f32, (3, 4), None), ("ax", i32, (1,), np.array([1], i32)),

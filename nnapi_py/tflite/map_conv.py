@@ -136,17 +136,54 @@ def _broadcast(c, n):
     return len(a) != len(b) or tuple(a[:-2]) != tuple(b[:-2])
 
 
-@maps("BATCH_MATMUL", level=6, rules=[
+def _fc_form(c, n):
+    """BATCH_MATMUL of a float input by a constant matrix (batch dimensions of 1 aside), lhs not
+    transposed: FULLY_CONNECTED with the matrix as weights, at every level (beyond the delegate)."""
+    x, w = c.tensors[n.ins[0]], c.tensors[n.ins[1]]
+    o = n.options("BatchMatMulOptions")
+    return (x.dtype in FLOAT and w.dtype == x.dtype and w.value is not None and len(w.shape) >= 2
+            and all(d == 1 for d in w.shape[:-2]) and not (o is not None and o.AdjX()))
+
+
+def _rank_2_to_4(c, n):
+    return 2 <= len(c.tensors[n.ins[0]].shape) <= 4
+
+
+def _native(c, n):
+    return not _fc_form(c, n) or (c.level >= 6 and not _broadcast(c, n))
+
+
+@maps("BATCH_MATMUL", rules=[
+    Rule(6, "NNAPI's BATCH_MATMUL", _native),
+    Rule(6, "NNAPI's BATCH_MATMUL (lowered to FULLY_CONNECTED, constant matrix)", lambda c, n: not _native(c, n),
+         beyond=True),
     Rule(NEVER, "input type other than float32 / int32 / int8", not_of_type(F32, I32, I8)),
     Rule(NEVER, "inputs of different types (hybrid)",
          lambda c, n: c.tensors[n.ins[0]].dtype != c.tensors[n.ins[1]].dtype),
-    Rule(NEVER, "input rank outside 2..4", lambda c, n: not 2 <= len(c.tensors[n.ins[0]].shape) <= 4),
-    Rule(NEVER, "broadcast batch dimensions", _broadcast)])
+    Rule(NEVER, "input rank outside 2..4", lambda c, n: _native(c, n) and not _rank_2_to_4(c, n)),
+    Rule(NEVER, "input rank outside 2..4 (lowered to FULLY_CONNECTED)",
+         lambda c, n: not _native(c, n) and not _rank_2_to_4(c, n), beyond=True),
+    Rule(NEVER, "broadcast batch dimensions", lambda c, n: _native(c, n) and _broadcast(c, n)),
+    Rule(NEVER, "broadcast batch dimensions (lowered to FULLY_CONNECTED)",
+         lambda c, n: not _native(c, n) and _broadcast(c, n), beyond=True)])
 def batch_matmul(ctx, node):
     o = node.options("BatchMatMulOptions")
     adj_x, adj_y = (bool(o.AdjX()), bool(o.AdjY())) if o else (False, False)
-    return ctx.emit("BATCH_MATMUL", [ctx.operand(node.ins[0]), ctx.operand(node.ins[1]), adj_x, adj_y],
-                    node.outs[0])
+    if _native(ctx, node):
+        if _broadcast(ctx, node):
+            raise Unmapped("broadcast batch dimensions")
+        return ctx.emit("BATCH_MATMUL", [ctx.operand(node.ins[0]), ctx.operand(node.ins[1]), adj_x, adj_y],
+                        node.outs[0])
+    x, w, out = ctx.tensors[node.ins[0]], ctx.tensors[node.ins[1]], ctx.tensors[node.outs[0]]
+    m = w.value.reshape(w.shape[-2:])
+    weights = np.ascontiguousarray(m if adj_y else m.T)         # FULLY_CONNECTED weights: [units, depth]
+    units, depth = weights.shape
+    rows = int(np.prod(x.shape[:-1]))
+    flat = ctx.op("RESHAPE", ctx.operand(node.ins[0]), ctx.ivec([rows, depth]), outputs=[(ctx.type(x), (rows, depth))])
+    y = ctx.op("FULLY_CONNECTED", flat, ctx.constant(weights, ctx.type(w)),
+               ctx.constant(np.zeros(units, x.dtype), ctx.type(x)), 0, outputs=[(ctx.type(out), (rows, units))])
+    ctx.emit("RESHAPE", [y, ctx.ivec(out.shape)], node.outs[0])
+    return "RESHAPE + FULLY_CONNECTED + RESHAPE"
 
 
 _FLOAT_OR_QUANT8 = Rule(NEVER, "input type other than float / uint8 / int8",
