@@ -1,8 +1,11 @@
 """python -m nnapi_py [--cflags] [--libs] [--libdir] [--version]: flags to build against the library.
-python -m nnapi_py run MODEL.tflite [--input a.npy ...] [--save DIR] [--compare] [--bench N] [--check]:
-run a .tflite model through NNAPI (random inputs unless given; --compare: LiteRT on the same
-inputs, max abs / rel difference per output; --bench N: our median ms beside LiteRT's, one
-thread; --check: only the mapping report).
+python -m nnapi_py run MODEL.tflite [--input a.npy ...] [--save DIR] [--compare] [--bench N] [--check]
+  [--feature-level N]: run a .tflite model through NNAPI, partitioned as TFLite's NNAPI delegate
+would (random inputs unless given; --compare: LiteRT on the same inputs, max abs / rel difference
+per output; --bench N: our median ms beside LiteRT's, one thread; --check: only the report --
+what the delegate would do on that Android release, partitions, per operator the NNAPI
+operation(s) or why it stays on the CPU; --feature-level N: 1..8 or an API level 27..35, default
+the runtime's: NNAPI_PY_FEATURE_LEVEL).
 python -m nnapi_py show FILE.json [--dot | --json | --svg OUT.svg]: a model dumped with
 NNAPI_PY_DUMP=DIR (or written by Model.to_json()) as a table (default), Graphviz dot, JSON or SVG."""
 import os
@@ -57,17 +60,18 @@ def run_tflite(argv):
     ap.add_argument("--compare", action="store_true")
     ap.add_argument("--bench", type=int, default=0)
     ap.add_argument("--check", action="store_true")
+    ap.add_argument("--feature-level")
     a = ap.parse_args(argv)
     from . import tflite as T
     try:
-        m = T.load(a.model)
-    except T.LoadError as e:
+        m = T.load(a.model, feature_level=a.feature_level, check_only=a.check)
+    except (T.LoadError, ValueError) as e:
         print(e, file=sys.stderr)
         return 1
     if a.check:
         print(m.report())
         return 0
-    specs = [(o.name, o.type.dtype, o.dims) for o in m.nn_model.inputs if not o.name.startswith("state:")]
+    specs = m.input_specs
     if a.input:
         inputs = [np.load(f) for f in a.input]
     else:

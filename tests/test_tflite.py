@@ -49,7 +49,7 @@ def reference(path):
 # Corpus models that do not load or match yet (issue 24 work in progress: mappings, folds,
 # CPU partitions, control flow, -1 shapes). Strict: a model that starts passing fails here
 # until it is taken off this list.
-PENDING = {"basic_pitch", "birdnet", "birdnet_meta", "precise_vad", "oww_hey_jarvis", "oww_melspectrogram"}
+PENDING = {"birdnet", "oww_melspectrogram"}
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(
@@ -88,13 +88,34 @@ def test_model_matches_litert(name):
 
 
 def test_unmapped_operators_are_listed_in_one_error(monkeypatch):
+    """Without LiteRT, operators NNAPI cannot run make one LoadError listing them all."""
+    from nnapi_py.tflite import cpu
     path = corpus("face_detection_short_range")
     monkeypatch.delitem(T.REGISTRY, "PAD")
+    monkeypatch.setattr(cpu, "available", lambda: False)
     with pytest.raises(T.LoadError) as e:
         T.load(path)
     pads = [u for u in e.value.unmapped if u[1] == "PAD"]
     assert len(pads) == 11 and all(why for _, _, why in pads)
-    assert "operator" in str(e.value) and "PAD" in str(e.value)
+    assert "operator" in str(e.value) and "PAD" in str(e.value) and cpu.INSTALL in str(e.value)
+
+
+def test_unmapped_operators_run_on_litert_partitions(monkeypatch):
+    """With LiteRT, the same model runs: the PADs on TFLite's CPU kernels, the rest on NNAPI in
+    the delegate's 3 largest partitions, outputs as LiteRT's."""
+    path = corpus("face_detection_short_range")
+    monkeypatch.delitem(T.REGISTRY, "PAD")
+    m = T.load(path)
+    assert sum(p.nnapi for p in m.partitions) == 3 and "PAD: no NNAPI mapping" in m.report()
+    ref = reference(path)
+    x = np.random.default_rng(2).uniform(-1, 1, (1, 128, 128, 3)).astype(np.float32)
+    ref.set_tensor(ref.get_input_details()[0]["index"], x)
+    ref.invoke()
+    got = m.run([x])
+    for d in ref.get_output_details():
+        want = ref.get_tensor(d["index"])
+        ours = got[m.output_names.index(d["name"])].reshape(want.shape)
+        assert float(np.abs(ours - want).max()) <= 1e-3 * max(1.0, float(np.abs(want).max()))
 
 
 def test_report_and_state_reset():

@@ -1,17 +1,22 @@
-"""TfliteModel: a .tflite model read (reader.py), folded (fold.py), mapped node by node through the
-registry the mapping modules (map_*.py) fill, and compiled into one NNAPI model; run() feeds it
-and carries the variables of streaming models."""
+"""TfliteModel: a .tflite model read (reader.py), folded (fold.py), partitioned as TFLite's NNAPI
+delegate would at the target feature level (partition.py), each NNAPI partition mapped node by node
+through the registry the mapping modules (map_*.py) fill and compiled, each CPU partition a
+sub-model run by LiteRT (cpu.py); run() feeds them and carries the variables of streaming models;
+report() (report.py) says what the delegate would do."""
 from __future__ import annotations
 
 import importlib
 import os
 import pkgutil
 import threading
+from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
 from .. import nn
+from ..devices import parse_level
+from . import cpu, partition
 from .base import Ctx, Unmapped, decide
 from .fold import FOLDS
 from .reader import DTYPES, Reader
@@ -20,10 +25,21 @@ from .reader import DTYPES, Reader
 class LoadError(Exception):
     """The model cannot be mapped: `unmapped` lists (operator index, builtin, reason)."""
 
-    def __init__(self, path, unmapped):
+    def __init__(self, path, unmapped, hint=""):
         self.unmapped = unmapped
         lines = "\n".join(f"  operator {k}: {name}: {why}" for k, name, why in unmapped)
-        super().__init__(f"{os.path.basename(path)}: {len(unmapped)} operator(s) cannot run through NNAPI:\n{lines}")
+        super().__init__(f"{os.path.basename(path)}: {len(unmapped)} operator(s) cannot run through NNAPI:\n{lines}"
+                         + (f"\n{hint}" if hint else ""))
+
+
+@dataclass
+class Decision:
+    """Where operator `index` runs: kind "nnapi" (text: the NNAPI operation(s) it became),
+    "cpu" (text: why it stays on TFLite's CPU kernels) or "folded" (computed at load)."""
+    index: int
+    name: str
+    kind: str
+    text: str
 
 
 _LOADED = []
@@ -38,6 +54,13 @@ def mapping_modules():
             if info.name.startswith("map_"):
                 _LOADED.append(importlib.import_module(f"{pkg}.{info.name}"))
     return list(_LOADED)
+
+
+def runtime_level() -> int:
+    """The runtime's feature level, 1..8 (NNAPI_PY_FEATURE_LEVEL when set): getRuntimeFeatureLevel
+    gives the API level up to 31, then 1000006, 1000007, 1000008."""
+    code = nn.feature_level()
+    return code - 1000000 if code > 1000000 else code
 
 
 def try_fold(ctx, node):
@@ -65,27 +88,44 @@ def lower(ctx, node) -> str:
 class TfliteModel:
     """A .tflite subgraph mapped to one compiled NNAPI model."""
 
-    def __init__(self, path: str, compile_options: Optional[dict] = None, feature_level: Optional[int] = None):
+    def __init__(self, path: str, compile_options: Optional[dict] = None, feature_level: Optional[int] = None,
+                 max_partitions: int = partition.MAX_DELEGATED_PARTITIONS, check_only: bool = False):
         mapping_modules()
         self.path = path
         self.reader = Reader(path)
         self.graph = self.reader.graph(0)
         self.tensors = self.graph.tensors
-        self.feature_level = int(feature_level or nn.feature_level())
-        self.mapping: List[tuple] = []          # (operator index, builtin, NNAPI operations or reason)
+        self.feature_level = parse_level(feature_level if feature_level else runtime_level())
+        self.max_partitions = max_partitions
+        self.check_only = check_only            # NNAPI partitions built, CPU ones only planned: report(), no run()
+        self.decisions: List[Decision] = []     # per operator: where it runs and what it became / why
+        self.partitions: List[partition.Partition] = []
         self.nn_model = nn.Model(os.path.basename(path))
         self.ctx = Ctx(self.graph, self.nn_model, self.feature_level)
+        self.ctx.lower = lower                  # map_control.py lowers IF / WHILE bodies node by node with it
         self.ctx.initial_state = self._init_state()
         self.initial_state = self.ctx.initial_state
         self._state_in: Dict[str, int] = self.ctx.state_in     # variable -> tensor read (a model input)
         self._state_out: Dict[str, int] = self.ctx.state_out   # variable -> tensor assigned (a model output)
-        self._build()
-        self.compilation = self.nn_model.compile(**(compile_options or {}))
+        self.compilation = None
+        self._stitch = None                     # partition.Stitch when there is more than one partition
+        self._build(compile_options or {})
         self._pair = None                       # _StatePair of reusable executions (False: not available)
         self._exec_lock = threading.Lock()
         self.input_names = [self.tensors[i].name for i in self.graph.inputs]
         self.reset()
         self.output_names = [self.tensors[i].name for i in self.graph.outputs]
+
+    @property
+    def mapping(self) -> List[tuple]:
+        """(operator index, builtin, the NNAPI operation(s) it became / "folded at load" /
+        "CPU (LiteRT): why")."""
+        return [(d.index, d.name, d.text if d.kind != "cpu" else f"CPU (LiteRT): {d.text}") for d in self.decisions]
+
+    @property
+    def input_specs(self) -> List[tuple]:
+        """(name, numpy dtype, shape) of each model input, in order."""
+        return [(self.tensors[i].name, self.tensors[i].dtype, self.tensors[i].shape) for i in self.graph.inputs]
 
     def _init_state(self):
         """Variables' initial values from the init subgraph(s) CALL_ONCE runs (constant assignments)."""
@@ -103,34 +143,136 @@ class TfliteModel:
                         state[handles.get(node.ins[0], "?")] = np.array(t.value).reshape(t.shape).copy()
         return state
 
-    def _build(self):
+    def _build(self, compile_options):
+        """Fold what is known at load; decide per operator whether NNAPI can run it at the target
+        level; partition like the delegate; map and compile each NNAPI partition (a node whose
+        mapping fails while building moves to the CPU and the graph is partitioned again); make
+        each CPU partition a LiteRT sub-model."""
         g, ctx = self.graph, self.ctx
         ctx.filters = {n.ins[1] for n in g.nodes if n.name in ("CONV_2D", "DEPTHWISE_CONV_2D") and len(n.ins) > 1}
-        unmapped = []
-        for i in g.inputs:
-            t = self.tensors[i]
-            try:
-                t.operand = self.nn_model.input(t.name, ctx.type(t), t.shape)
-            except Unmapped as e:
-                unmapped.append((-1, "model input", str(e)))
+        why: Dict[int, str] = {}                # operator -> why NNAPI cannot run it here
+        folded = set()
         for node in g.nodes:
+            if try_fold(ctx, node):
+                folded.add(node.index)
+                continue
+            _, reasons = decide(ctx, node)
+            if reasons:
+                why[node.index] = "; ".join(reasons)
+        nodes = [partition.Node(n.index, n.ins, n.outs, self._side_effect(n)) for n in g.nodes
+                 if n.index not in folded]
+        not_boundary = {t.index for t in self.tensors if t.value is not None or t.type_name == "RESOURCE"}
+        while True:
+            self.partitions = partition.delegate_partitions(
+                nodes, {nd.index for nd in nodes} - set(why), g.outputs, not_boundary, self.max_partitions)
             try:
-                done = lower(ctx, node)
-                self.mapping.append((node.index, node.name, done))
-            except Unmapped as e:
-                unmapped.append((node.index, node.name, str(e)))
-                self.mapping.append((node.index, node.name, f"unmapped: {e}"))
-        if unmapped:
-            raise LoadError(self.path, unmapped)
-        for i in g.outputs:
-            self.nn_model.output(ctx.operand(i), self.tensors[i].name)
-        for var, k in self._state_out.items():
-            self.nn_model.output(ctx.operand(k), "state:" + var)
+                done = self._map_partitions(compile_options)
+                break
+            except _Failed as e:
+                why[e.index] = e.reason
+        on_cpu = [k for p in self.partitions if not p.nnapi for k in p.nodes]
+        for k in on_cpu:                        # left on the CPU by the limit on NNAPI partitions
+            why.setdefault(k, f"NNAPI could run it, but it is outside the {self.max_partitions} largest NNAPI "
+                              f"partitions (the delegate's max_number_delegated_partitions)")
+        if on_cpu and not self.check_only and not cpu.available():
+            raise LoadError(self.path, [(k, g.nodes[k].name, why[k]) for k in sorted(on_cpu)],
+                            f"They would run on TFLite's CPU kernels through LiteRT, which is not installed: "
+                            f"{cpu.INSTALL}")
+        folded_values = {t: self.tensors[t].value for k in folded for t in g.nodes[k].outs if t >= 0}
+        steps = []
+        for p in self.partitions:
+            if p.nnapi or self.check_only:
+                steps.append(done.get(id(p)))
+                continue
+            consts = {t: folded_values[t] for k in p.nodes for t in g.nodes[k].ins if t in folded_values}
+            try:
+                steps.append(cpu.CpuPartition(self.reader.buf, p.nodes, p.inputs, p.outputs, consts))
+            except (RuntimeError, ValueError) as e:
+                raise LoadError(self.path, [(k, g.nodes[k].name, f"{why[k]}; LiteRT cannot run it either: "
+                                             f"{str(e).strip().splitlines()[0]}") for k in p.nodes]) from None
+        for node in g.nodes:
+            k = node.index
+            if k in folded:
+                self.decisions.append(Decision(k, node.name, "folded", "folded at load"))
+            elif k in why:
+                self.decisions.append(Decision(k, node.name, "cpu", why[k]))
+            else:
+                self.decisions.append(Decision(k, node.name, "nnapi", done[k]))
+        if self.compilation is not None:      # one NNAPI partition holding every operator
+            return
+        self.nn_model = None
+        specs = {t: (self.tensors[t].dtype, self.tensors[t].shape) for p in self.partitions for t in p.inputs + p.outputs}
+        consts = {t: self.tensors[t].value for t in g.outputs if self.tensors[t].value is not None}
+        self._stitch = partition.Stitch(steps, g.inputs, g.outputs, consts, specs)
+
+    @staticmethod
+    def _side_effect(node):
+        return node.name in ("IF", "WHILE", "CALL_ONCE", "VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE")
+
+    def _map_partitions(self, compile_options):
+        """Map and compile every NNAPI partition: {operator: what it became, id(partition): step}.
+        One partition holding every operator is this model's own nn_model (inputs and outputs of
+        the graph, state variables) as without partitions."""
+        g, ctx = self.graph, self.ctx
+        done = {}
+        nnapi = [p for p in self.partitions if p.nnapi]
+        whole = len(nnapi) == len(self.partitions) <= 1
+        ctx.state_in.clear()
+        ctx.state_out.clear()
+        for p in nnapi or ([partition.Partition(True, [])] if whole else []):
+            for t in self.tensors:
+                t.operand = None
+            model = self.nn_model if whole else nn.Model(f"{os.path.basename(self.path)} partition "
+                                                         f"{self.partitions.index(p) + 1}")
+            ctx.nn_model = model
+            state_in, state_out = set(ctx.state_in), set(ctx.state_out)
+            names = set()
+            for i in (g.inputs if whole else p.inputs):
+                t = self.tensors[i]
+                name = t.name if t.name not in names else f"{t.name}#{i}"
+                names.add(name)
+                try:                            # a 0-d tensor crossing partitions: one element (NNAPI rank 0 = unknown)
+                    t.operand = model.input(name, ctx.type(t), t.shape or (() if whole else (1,)))
+                except Unmapped as e:
+                    if whole and not any(i in g.nodes[k].ins for k in p.nodes):
+                        raise LoadError(self.path, [(-1, "model input", str(e))]) from None
+                    raise _Failed(next(k for k in p.nodes if i in g.nodes[k].ins), str(e)) from None
+            for k in p.nodes:
+                node = g.nodes[k]
+                entry, _ = decide(ctx, node)
+                try:
+                    done[k] = entry.fn(ctx, node)
+                except Unmapped as e:
+                    raise _Failed(k, str(e)) from None
+                except nn.NNAPIError as e:
+                    raise _Failed(k, f"NNAPI refuses the mapping: {e}") from None
+            outs = g.outputs if whole else p.outputs
+            names = set()
+            for i in outs:
+                name = self.tensors[i].name if self.tensors[i].name not in names else f"{self.tensors[i].name}#{i}"
+                names.add(name)
+                model.output(ctx.operand(i), name)
+            new_out = [v for v in ctx.state_out if v not in state_out]
+            for v in new_out:
+                model.output(ctx.operand(ctx.state_out[v]), "state:" + v)
+            comp = model.compile(**compile_options)
+            if whole:
+                self.compilation = comp
+            done[id(p)] = partition.NnapiStep(comp, [] if whole else p.inputs, outs,
+                                              [v for v in ctx.state_in if v not in state_in], new_out)
+        return done
 
     # -- running
     def run(self, inputs: Sequence[np.ndarray]) -> List[np.ndarray]:
         """Inputs in the model's input order -> outputs in its output order.  A streaming model's
         variables are carried from one call to the next (reset() starts over)."""
+        if self.check_only:
+            raise RuntimeError(f"{os.path.basename(self.path)} was loaded with check_only=True: report() only")
+        if self._stitch is not None:
+            with self._exec_lock:
+                outs, assigned = self._stitch.run(list(inputs), self._state)
+                self._state = {**self._state, **assigned}
+            return outs
         feed = {n: a for n, a in zip(self.input_names, inputs)}
         res = self._run_reusable(feed)
         if res is not None:
@@ -185,10 +327,18 @@ class TfliteModel:
         self.state = self.initial_state
 
     def report(self) -> str:
-        lines = [f"{os.path.basename(self.path)}: {len(self.mapping)} operators"]
-        for k, name, done in self.mapping:
-            lines.append(f"  {k:>4}  {name:<24} -> {done}")
-        return "\n".join(lines)
+        """What TFLite's NNAPI delegate would do with this model at its feature level, and what
+        nnapi_py does: partitions, per operator the NNAPI operation(s) or why it stays on the CPU."""
+        from .report import render
+        return render(self)
+
+
+class _Failed(Exception):
+    """Mapping operator `index` failed while building its partition."""
+
+    def __init__(self, index, reason):
+        super().__init__(reason)
+        self.index, self.reason = index, reason
 
 
 class _StatePair:
@@ -255,72 +405,12 @@ class _StatePair:
                 self.last[v] = np.array(a)
 
 
-
-class _StatePair:
-    """Two reusable executions of a streaming model whose state buffers alternate: execution 0
-    reads the variables from buffer set 0 and writes their next values into set 1, execution 1
-    the other way round, so a step copies its real inputs in and its real outputs out but no
-    state (a wake-word model carries a few dozen variable tensors: copying each in and out
-    through one execution cost about a fifth of a step).  A variable only read is one array
-    both read; one only assigned is an output kept per execution (copied into the array both
-    read where it is also read but its input and output operands differ in type or shape)."""
-
-    def __init__(self, model):
-        comp = model.compilation
-        self.execs = [comp.execution(reusable=True), comp.execution(reusable=True)]
-        self.names = list(model.output_names)
-        self.ins, self.outs = list(model._state_in), list(model._state_out)
-        tin = {o.name: o for o in model.nn_model.inputs}
-        tout = {o.name: o for o in model.nn_model.outputs}
-        cur = model._state
-        self.bufs = [{}, {}]
-        for v in self.ins:
-            i = tin["state:" + v]
-            a = np.array(cur[v], dtype=i.type.dtype)
-            o = tout.get("state:" + v)
-            alternate = o is not None and o.type.dtype == i.type.dtype and tuple(o.dims or ()) == a.shape
-            self.bufs[0][v] = a
-            self.bufs[1][v] = a.copy() if alternate else a      # only read: one array for both
-        self.paired = {v for v in self.outs if v in self.bufs[0] and self.bufs[1][v] is not self.bufs[0][v]}
-        self.k = 0                          # the execution to run next (it reads bufs[k])
-        self.bound = [False, False]
-        self.last = {}                      # variables assigned but not alternated: latest values
-
-    def run(self, feed):
-        k = self.k
-        ex = self.execs[k]
-        if self.bound[k]:
-            res = ex.run(feed, copy=False)
-        else:                               # first run of this execution: bind the buffers
-            inputs = {n: np.array(a) for n, a in feed.items()}      # its own, written into later
-            inputs.update({"state:" + v: self.bufs[k][v] for v in self.ins})
-            outputs = {"state:" + v: self.bufs[1 - k][v] for v in self.paired}
-            res = ex.run(inputs, outputs, copy=False)
-            self.bound[k] = True
-        for v in self.outs:
-            if v not in self.paired:
-                self.last[v] = res["state:" + v]
-                if v in self.bufs[0]:       # read too, but of another dtype / shape: copied
-                    self.bufs[0][v][...] = self.last[v]
-        self.k = 1 - k
-        return [res[n].copy() for n in self.names]
-
-    def values(self):
-        vals = {v: a.copy() for v, a in self.bufs[self.k].items()}
-        vals.update({v: a.copy() for v, a in self.last.items()})
-        return vals
-
-    def load(self, values):
-        """The variables set to values (reset(), or an assignment to TfliteModel.state)."""
-        self.last = {}
-        for v, a in values.items():
-            if v in self.bufs[self.k]:
-                self.bufs[self.k][v][...] = a
-            elif v in self.outs:
-                self.last[v] = np.array(a)
-
-
-def load(path: str, feature_level: Optional[int] = None, **compile_options) -> TfliteModel:
-    """Parse, map and compile a .tflite model (raises LoadError listing unmapped operators).
-    feature_level: the NNAPI feature level to map for (default: the runtime's)."""
-    return TfliteModel(path, compile_options, feature_level)
+def load(path: str, feature_level: Optional[int] = None, max_partitions: int = partition.MAX_DELEGATED_PARTITIONS,
+         check_only: bool = False, **compile_options) -> TfliteModel:
+    """Read, fold, partition, map and compile a .tflite model as TFLite's NNAPI delegate would on
+    the release of `feature_level` (1..8 or an Android API level 27..35; default the runtime's,
+    i.e. NNAPI_PY_FEATURE_LEVEL).  Operators NNAPI cannot run there go to TFLite's CPU kernels
+    through LiteRT; max_partitions: the delegate's max_number_delegated_partitions (3; 0: no
+    limit).  LoadError lists the operators that cannot run at all (LiteRT missing, or it has no
+    kernel either).  check_only=True: only what report() needs (no LiteRT sub-models, no run)."""
+    return TfliteModel(path, compile_options, feature_level, max_partitions, check_only)

@@ -1,0 +1,87 @@
+"""The report: what TFLite's NNAPI delegate would do with a model on a given Android release, and
+what nnapi_py does with it.
+
+An Android developer learns without a phone why a model is not fully delegated on, say,
+Android 11: the delegate's own log line ("Replacing N out of M node(s) with delegate
+(TfLiteNnapiDelegate) node, yielding K partitions for subgraph 0."), computed from the same
+per-release conditions the delegate's Validate checks (the registry's levels and Rules, with
+decide(..., delegate=True)), then nnapi_py's partitions with, per operator, the NNAPI
+operation(s) it became or why it stays on TFLite's CPU kernels -- and where nnapi_py does more
+than the delegate (folds at load, builtins the delegate does not map, cases it refuses), the
+delegate's decision beside it.
+"""
+from __future__ import annotations
+
+import os
+
+from . import partition
+from .base import ANDROID_OF_LEVEL, decide
+
+_API_LEVEL = {1: 27, 2: 28, 3: 29, 4: 30, 5: 31, 6: 33, 7: 34, 8: 35}
+
+
+def release(level: int) -> str:
+    """"feature level 4 (Android 11, API 30)"."""
+    return f"feature level {level} ({ANDROID_OF_LEVEL.get(level, '?')}, API {_API_LEVEL.get(level, '?')})"
+
+
+def delegate_view(model):
+    """(the delegate's partitions, {operator: why the delegate would not take it}) at the model's level."""
+    g, ctx = model.graph, model.ctx
+    refused = {}
+    for node in g.nodes:
+        entry, reasons = decide(ctx, node, delegate=True)
+        if entry is not None and not entry.delegate:
+            reasons = [f"the NNAPI delegate does not map {node.name}"]
+        if reasons:
+            refused[node.index] = "; ".join(reasons)
+    nodes = [partition.Node(n.index, n.ins, n.outs, model._side_effect(n)) for n in g.nodes]
+    parts = partition.delegate_partitions(nodes, {n.index for n in g.nodes} - set(refused), g.outputs,
+                                          max_partitions=model.max_partitions)
+    return parts, refused
+
+
+def _spec(t):
+    return f"{t.name} {t.type_name} {list(t.shape)}"
+
+
+def render(model) -> str:
+    g = model.graph
+    n = len(g.nodes)
+    parts, refused = delegate_view(model)
+    delegated = {k for p in parts if p.nnapi for k in p.nodes}
+    lines = [f"{os.path.basename(model.path)} at {release(model.feature_level)}: {n} operator(s)"]
+    lines += [f"  input  {_spec(g.tensors[i])}" for i in g.inputs]
+    lines += [f"  output {_spec(g.tensors[i])}" for i in g.outputs]
+    lines.append(f"TfLiteNnapiDelegate would log: {partition.replacing_line(parts, n)}")
+    ours = model.partitions
+    kinds = {}
+    for d in model.decisions:
+        kinds[d.kind] = kinds.get(d.kind, 0) + 1
+    n_nn = sum(1 for p in ours if p.nnapi)
+    lines.append(f"nnapi_py: {kinds.get('nnapi', 0)} operator(s) on NNAPI in {n_nn} partition(s), "
+                 f"{kinds.get('cpu', 0)} on TFLite's CPU kernels (LiteRT) in {len(ours) - n_nn} partition(s), "
+                 f"{kinds.get('folded', 0)} folded at load")
+    by_index = {d.index: d for d in model.decisions}
+
+    def row(k):
+        d = by_index[k]
+        text = d.text if d.kind != "cpu" else f"stays on the CPU: {d.text}"
+        line = f"  {k:>5}  {d.name:<24} -> {text}"
+        if d.kind != "cpu" and k not in delegated:
+            line += f"  [the delegate: CPU, {refused.get(k) or 'outside its largest partitions'}]"
+        elif d.kind == "cpu" and k in delegated:
+            line += "  [the delegate: NNAPI]"
+        return line
+
+    for e, p in enumerate(ours, 1):
+        names = ", ".join(g.tensors[t].name for t in p.inputs) or "-"
+        outs = ", ".join(g.tensors[t].name for t in p.outputs) or "-"
+        kind = "NNAPI" if p.nnapi else "CPU (LiteRT)"
+        lines.append(f"partition {e}: {kind}, {len(p.nodes)} operator(s); in: {names}; out: {outs}")
+        lines += [row(k) for k in p.nodes]
+    folded = [d.index for d in model.decisions if d.kind == "folded"]
+    if folded:
+        lines.append(f"folded at load (no partition): {len(folded)} operator(s)")
+        lines += [row(k) for k in folded]
+    return "\n".join(lines)
