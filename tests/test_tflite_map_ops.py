@@ -300,3 +300,61 @@ def test_quantize_dequantize_cast(tmp_path):
                        ("c", i32, (2, 5), None)],
             [("QUANTIZE", [0], [1], None), ("DEQUANTIZE", [1], [2], None), ("CAST", [2], [3], None)],
             [0], [2, 3], [rnd(2, 5, lo=-2, hi=2) * 10], "QUANTIZE")
+
+
+# -- quantized variants (uint8 / int8): within one quantization step of LiteRT's reference kernels
+QU = {"scale": 0.05, "zero_point": 128}
+QI = {"scale": 0.05, "zero_point": -3}
+
+
+def q(dtype, *shape):
+    lo, hi = (0, 256) if dtype == u8 else (-128, 128)
+    return rng.integers(lo, hi, shape).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype,qp", [(u8, QU), (i8, QI)])
+@pytest.mark.parametrize("op", ["LEAKY_RELU", "HARD_SWISH", "TANH", "LOGISTIC", "RELU"])
+def test_quantized_activations(tmp_path, dtype, qp, op):
+    out_q = {"scale": 1 / 256, "zero_point": 0 if dtype == u8 else -128} if op == "LOGISTIC" else \
+        {"scale": 1 / 128, "zero_point": 128 if dtype == u8 else 0} if op == "TANH" else qp
+    opts = ("LeakyReluOptions", {"Alpha": 0.2}) if op == "LEAKY_RELU" else None
+    compare(tmp_path, [("x", dtype, (2, 8), None, qp), ("y", dtype, (2, 8), None, out_q)], [(op, [0], [1], opts)],
+            [0], [1], [q(dtype, 2, 8)], qtol=1)
+
+
+@pytest.mark.parametrize("dtype,qp", [(u8, QU), (i8, QI)])
+def test_quantized_padv2_mean_concat(tmp_path, dtype, qp):
+    pads = np.array([[0, 0], [1, 2]], i32)
+    pad_value = np.array(7 if dtype == u8 else -7, dtype)
+    compare(tmp_path, [("x", dtype, (2, 4), None, qp), ("p", i32, (2, 2), pads), ("v", dtype, (), pad_value, qp),
+                       ("y", dtype, (2, 7), None, qp), ("ax", i32, (1,), np.array([1], i32)),
+                       ("m", dtype, (2, 1), None, qp), ("c", dtype, (2, 8), None, qp)],
+            [("PADV2", [0, 1, 2], [3], None), ("MEAN", [3, 4], [5], ("ReducerOptions", {"KeepDims": True})),
+             ("CONCATENATION", [3, 5], [6], ("ConcatenationOptions", {"Axis": 1}))],
+            [0], [6], [q(dtype, 2, 4)], "PAD_V2", qtol=1)
+
+
+def test_int8_transpose_conv_with_a_per_tensor_filter(tmp_path):
+    """NNAPI wants a per-channel filter with int8 input: the per-tensor scale is repeated."""
+    w = q(i8, 3, 3, 3, 2)
+    w[w == -128] = -127
+    compare(tmp_path, [("shape", i32, (4,), np.array([1, 6, 6, 3], i32)),
+                       ("w", i8, (3, 3, 3, 2), w, {"scale": 0.02, "zero_point": 0}),
+                       ("x", i8, (1, 3, 3, 2), None, QI), ("y", i8, (1, 6, 6, 3), None, {"scale": 0.3, "zero_point": 2})],
+            [("TRANSPOSE_CONV", [0, 1, 2], [3], ("TransposeConvOptions", {"Padding": 0, "StrideW": 2, "StrideH": 2}),
+              3)], [2], [3], [q(i8, 1, 3, 3, 2)], "TRANSPOSE_CONV_2D", qtol=1)
+
+
+def test_hybrid_depthwise_conv(tmp_path):
+    """Beyond the delegate: int8 depthwise weights with float activations (NNAPI DEQUANTIZE first);
+    per-channel scales (LiteRT's hybrid depthwise kernel reads one scale per channel)."""
+    w = q(i8, 1, 3, 3, 4)
+    w[w == -128] = -127
+    x = rnd(1, 5, 5, 4)
+    compare(tmp_path, [("x", f32, (1, 5, 5, 4), None), ("w", i8, (1, 3, 3, 4), w,
+                                                         {"scales": [0.01, 0.02, 0.005, 0.01], "zero_points": [0] * 4,
+                                                          "axis": 3}),
+                       ("b", f32, (4,), rnd(4)), ("y", f32, (1, 5, 5, 4), None)],
+            [("DEPTHWISE_CONV_2D", [0, 1, 2], [3], ("DepthwiseConv2DOptions", {"Padding": 0, "StrideW": 1,
+                                                                              "StrideH": 1, "DepthMultiplier": 1}))],
+            [0], [3], [x], "DEQUANTIZE + DEPTHWISE_CONV_2D", tol=2e-2, builtin=True)

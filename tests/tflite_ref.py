@@ -29,10 +29,11 @@ def reference(path, feeds):
 
 
 def compare(tmp_path, tensors, ops, inputs, outputs, feeds, expect=None, level=None, tol=1e-5, steps=1, name="m",
-            builtin=False):
+            builtin=False, qtol=0):
     """Load at `level` (None: the runtime's), run `steps` times on feeds, compare with LiteRT's
     reference kernels (float: |ours - ref| <= tol (1 + |ref|); integers / bools: equal);
-    `expect` must appear in the model's mapping; builtin=True: against LiteRT's builtin kernels.
+    `expect` must appear in the model's mapping; builtin=True: against LiteRT's builtin kernels;
+    qtol: integer outputs within that many quantization steps.
     Returns the model."""
     import nnapi_py.tflite as T
     path = tflite_writer.write(str(tmp_path / f"{name}.tflite"), tensors, ops, inputs, outputs)
@@ -48,6 +49,8 @@ def compare(tmp_path, tensors, ops, inputs, outputs, feeds, expect=None, level=N
             g = np.asarray(g).reshape(want.shape)
             if want.dtype.kind == "f":
                 np.testing.assert_allclose(g, want, rtol=tol, atol=tol, err_msg=d["name"])
+            elif qtol:
+                assert np.abs(g.astype(np.int64) - want.astype(np.int64)).max() <= qtol, d["name"]
             else:
                 np.testing.assert_array_equal(g.astype(want.dtype), want, err_msg=d["name"])
     if expect:
