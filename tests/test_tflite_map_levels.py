@@ -157,6 +157,16 @@ def test_lowerings_beyond_the_delegate(tmp_path, op, delegate_level):
     assert first_level(ours) == 3 and first_level(theirs) == delegate_level
 
 
+def test_op_versions_above_the_delegates_count_only_in_its_view(tmp_path):
+    """FULLY_CONNECTED version 9 (the delegate takes up to 5): nnapi_py maps what it can read."""
+    ts = [("x", f32, (2, 4), None), ("w", f32, (3, 4), np.ones((3, 4), f32)), ("b", f32, (3,), np.zeros(3, f32)),
+          ("y", f32, (2, 3), None)]
+    ops = [("FULLY_CONNECTED", [0, 1, 2], [3], ("FullyConnectedOptions", {}), 9)]
+    assert first_level(reasons(tmp_path, ts, ops, [0], [3])) == 3
+    theirs = reasons(tmp_path, ts, ops, [0], [3], delegate=True)
+    assert first_level(theirs) is None and theirs[8] == ["FULLY_CONNECTED: op version 9 is above the delegate's 5"]
+
+
 def test_every_builtin_of_the_delegate_is_registered():
     names = ("ABS ADD ARG_MAX ARG_MIN AVERAGE_POOL_2D BATCH_MATMUL BATCH_TO_SPACE_ND BIDIRECTIONAL_SEQUENCE_LSTM CAST "
              "CONCATENATION CONV_2D COS DENSIFY DEPTH_TO_SPACE DEPTHWISE_CONV_2D DEQUANTIZE DIV ELU EMBEDDING_LOOKUP "

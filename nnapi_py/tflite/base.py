@@ -32,6 +32,27 @@ PADDING = {0: 1, 1: 2}                      # TFLite SAME/VALID -> NNAPI PADDING
 FUSED_ACTIVATION_OPS = {1: "RELU", 2: "RELU1", 3: "RELU6", 5: "TANH", 6: "LOGISTIC"}  # as separate operations
 
 
+# The newest TFLite op version of each builtin the delegate accepts (ExpectMaxOpVersion /
+# ExpectOpVersion in Validate; MUL: 2 without a chosen accelerator). nnapi_py looks at the actual
+# types and options instead, so this counts only in the delegate's view (decide(delegate=True)).
+DELEGATE_MAX_VERSION = {
+    "ABS": 1, "ADD": 2, "ARG_MAX": 2, "ARG_MIN": 2, "AVERAGE_POOL_2D": 2, "BATCH_MATMUL": 2, "BATCH_TO_SPACE_ND": 2,
+    "BIDIRECTIONAL_SEQUENCE_LSTM": 1, "CAST": 1, "CONCATENATION": 2, "CONV_2D": 5, "COS": 1, "DEPTHWISE_CONV_2D": 3,
+    "DEQUANTIZE": 2, "DIV": 1, "ELU": 1, "EMBEDDING_LOOKUP": 1, "EQUAL": 2, "EXP": 1, "EXPAND_DIMS": 1, "FILL": 1,
+    "FLOOR": 1, "FULLY_CONNECTED": 5, "GATHER": 2, "GREATER": 2, "GREATER_EQUAL": 2, "HASHTABLE_LOOKUP": 1,
+    "L2_NORMALIZATION": 2, "L2_POOL_2D": 1, "LEAKY_RELU": 1, "LESS": 2, "LESS_EQUAL": 2,
+    "LOCAL_RESPONSE_NORMALIZATION": 1, "LOG": 1, "LOGICAL_AND": 1, "LOGICAL_NOT": 1, "LOGICAL_OR": 1, "LOGISTIC": 2,
+    "LOG_SOFTMAX": 1, "LSH_PROJECTION": 1, "LSTM": 3, "MAXIMUM": 3, "MAX_POOL_2D": 2, "MEAN": 2, "MINIMUM": 3,
+    "MIRROR_PAD": 2, "MUL": 2, "NEG": 2, "NOT_EQUAL": 2, "PACK": 2, "PAD": 2, "PADV2": 2, "POW": 1, "PRELU": 1,
+    "QUANTIZE": 2, "REDUCE_ANY": 2, "REDUCE_MAX": 2, "REDUCE_MIN": 2, "REDUCE_PROD": 1, "RELU": 2, "RELU6": 2,
+    "RELU_N1_TO_1": 2, "RESHAPE": 1, "RESIZE_BILINEAR": 3, "RESIZE_NEAREST_NEIGHBOR": 3, "REVERSE_V2": 3, "RNN": 1,
+    "RSQRT": 2, "SELECT": 2, "SIN": 1, "SLICE": 2, "SOFTMAX": 2, "SPACE_TO_BATCH_ND": 2, "SPACE_TO_DEPTH": 2,
+    "SPLIT": 3, "SPLIT_V": 2, "SQRT": 1, "SQUARED_DIFFERENCE": 2, "SQUEEZE": 1, "STRIDED_SLICE": 2, "SUB": 3,
+    "SUM": 1, "SVDF": 1, "TANH": 2, "TILE": 1, "TOPK_V2": 2, "TRANSPOSE": 2, "TRANSPOSE_CONV": 4,
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": 2, "UNIDIRECTIONAL_SEQUENCE_RNN": 1, "UNPACK": 2,
+}
+
+
 class Unmapped(Exception):
     """This node cannot be lowered (the message is the reason)."""
 
@@ -67,6 +88,9 @@ class Entry:
         """Why node cannot be mapped at ctx.level ([] when it can).  delegate=True: as the
         delegate decides (rules marked beyond count too)."""
         out = []
+        top = DELEGATE_MAX_VERSION.get(self.name)
+        if delegate and top is not None and node.version > top:
+            out.append(f"{self.name}: op version {node.version} is above the delegate's {top}")
         if ctx.level < self.level:
             out.append(f"{self.name} needs feature level {self.level} ({ANDROID_OF_LEVEL.get(self.level, '?')})")
         for r in self.rules:
