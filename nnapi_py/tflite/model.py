@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import nn
 from ..devices import parse_level
-from . import cpu, partition
+from . import cpu, shapes, partition
 from .base import Ctx, Unmapped, decide
 from .fold import FOLDS
 from .reader import DTYPES, Reader
@@ -89,11 +89,16 @@ class TfliteModel:
     """A .tflite subgraph mapped to one compiled NNAPI model."""
 
     def __init__(self, path: str, compile_options: Optional[dict] = None, feature_level: Optional[int] = None,
-                 max_partitions: int = partition.MAX_DELEGATED_PARTITIONS, check_only: bool = False):
+                 max_partitions: int = partition.MAX_DELEGATED_PARTITIONS, check_only: bool = False,
+                 input_shapes: Optional[Sequence[Sequence[int]]] = None):
         mapping_modules()
         self.path = path
         self.reader = Reader(path)
         self.graph = self.reader.graph(0)
+        self.input_shapes = shapes.resolve(self.reader, input_shapes)   # the input shapes compiled for
+        self.open_inputs = shapes.open_dims(self.graph)    # -1 in an input's signature: run() takes other shapes
+        self.variants: Dict[tuple, "TfliteModel"] = {}     # input shapes -> this model compiled for them
+        self._options = (compile_options, feature_level, max_partitions)
         self.tensors = self.graph.tensors
         self.feature_level = parse_level(feature_level if feature_level else runtime_level())
         self.max_partitions = max_partitions
@@ -268,6 +273,8 @@ class TfliteModel:
         variables are carried from one call to the next (reset() starts over)."""
         if self.check_only:
             raise RuntimeError(f"{os.path.basename(self.path)} was loaded with check_only=True: report() only")
+        if self.open_inputs and tuple(np.shape(a) for a in inputs) != self.input_shapes:
+            return self._run_variant(inputs)
         if self._stitch is not None:
             with self._exec_lock:
                 outs, assigned = self._stitch.run(list(inputs), self._state)
@@ -283,6 +290,26 @@ class TfliteModel:
         res = self.compilation.run(feed)
         self.state = {**state, **{var: res["state:" + var] for var in self._state_out}}
         return [res[n] for n in self.output_names]
+
+    def _run_variant(self, inputs):
+        """Inputs of other shapes than compiled for (where their signatures have -1): run them on
+        this model compiled for those shapes, made on first use and kept (the 8 last used); the
+        variables of a streaming model carry over."""
+        key = shapes.check(self.graph, [np.shape(a) for a in inputs])
+        v = self.variants.pop(key, None)
+        if v is None:
+            compile_options, feature_level, max_partitions = self._options
+            v = TfliteModel(self.path, compile_options, feature_level, max_partitions, input_shapes=key)
+            while len(self.variants) >= 8:
+                self.variants.pop(next(iter(self.variants)))
+        self.variants[key] = v
+        carried = bool(self._state_in or self._state_out)
+        if carried:
+            v.state = self.state
+        out = v.run(inputs)
+        if carried:
+            self.state = v.state
+        return out
 
     def _run_reusable(self, feed):
         """The outputs of a run on the model's pair of reusable executions (_StatePair), bound on
@@ -406,11 +433,14 @@ class _StatePair:
 
 
 def load(path: str, feature_level: Optional[int] = None, max_partitions: int = partition.MAX_DELEGATED_PARTITIONS,
-         check_only: bool = False, **compile_options) -> TfliteModel:
+         check_only: bool = False, input_shapes: Optional[Sequence[Sequence[int]]] = None,
+         **compile_options) -> TfliteModel:
     """Read, fold, partition, map and compile a .tflite model as TFLite's NNAPI delegate would on
     the release of `feature_level` (1..8 or an Android API level 27..35; default the runtime's,
     i.e. NNAPI_PY_FEATURE_LEVEL).  Operators NNAPI cannot run there go to TFLite's CPU kernels
     through LiteRT; max_partitions: the delegate's max_number_delegated_partitions (3; 0: no
     limit).  LoadError lists the operators that cannot run at all (LiteRT missing, or it has no
-    kernel either).  check_only=True: only what report() needs (no LiteRT sub-models, no run)."""
-    return TfliteModel(path, compile_options, feature_level, max_partitions, check_only)
+    kernel either).  check_only=True: only what report() needs (no LiteRT sub-models, no run).
+    input_shapes: one shape per input, compiled for instead of the file's (only where an input's
+    shape signature has -1); run() with other such shapes compiles again for them (cached)."""
+    return TfliteModel(path, compile_options, feature_level, max_partitions, check_only, input_shapes)
