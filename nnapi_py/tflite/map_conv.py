@@ -10,6 +10,17 @@ from .base import (F32, FLOAT, I8, I32, NEVER, PADDING, U8, Rule, Unmapped, fuse
 _HYBRID = Rule(3, "int8 weights with float activations (hybrid)", hybrid)
 
 
+def _unrestricted_scales(c, n):
+    """uint8 with input scale x filter scale >= output scale (ExpectIsRestrictedScalesCompliant)."""
+    x, w, y = c.tensors[n.ins[0]], c.tensors[n.ins[1]], c.tensors[n.outs[0]]
+    return x.dtype == U8 and w.dtype == U8 and x.scale * w.scale >= y.scale
+
+
+# below feature level 3 the delegate takes only float or uint8 convolutions, with restricted scales
+_CONV_BEFORE_3 = [Rule(3, "int8 input", lambda c, n: c.tensors[n.ins[0]].dtype == I8),
+                  Rule(3, "uint8 with input scale x filter scale >= output scale", _unrestricted_scales)]
+
+
 def _dilation(o):
     if o.DilationWFactor() != 1 or o.DilationHFactor() != 1:
         return [False, o.DilationWFactor(), o.DilationHFactor()]
@@ -49,7 +60,7 @@ def _bias(ctx, node, n_out):
     return ctx.constant(np.zeros(n_out, np.int32), nn.OperandType(nn.int32.code, 0.0 if w.scales else scale, 0))
 
 
-@maps("CONV_2D", rules=[
+@maps("CONV_2D", rules=_CONV_BEFORE_3 + [
     _HYBRID, Rule(3, "per-channel quantized filter", _per_channel),
     Rule(3, "dilation", _dilated("Conv2DOptions")), Rule(3, "grouped convolution", _grouped),
     Rule(NEVER, "an omitted bias", _no_bias, beyond=True)])
@@ -69,7 +80,7 @@ def conv_2d(ctx, node):
     return "DEQUANTIZE + CONV_2D" if hybrid(ctx, node) else "CONV_2D"
 
 
-@maps("DEPTHWISE_CONV_2D", rules=[
+@maps("DEPTHWISE_CONV_2D", rules=_CONV_BEFORE_3 + [
     Rule(3, "dilation", _dilated("DepthwiseConv2DOptions")),
     Rule(NEVER, "int8 weights with float activations (hybrid)", hybrid, beyond=True),
     Rule(NEVER, "an omitted bias", _no_bias, beyond=True)])
@@ -85,7 +96,7 @@ def depthwise_conv_2d(ctx, node):
     return "DEQUANTIZE + DEPTHWISE_CONV_2D" if hybrid(ctx, node) else "DEPTHWISE_CONV_2D"
 
 
-@maps("FULLY_CONNECTED", rules=[
+@maps("FULLY_CONNECTED", rules=_CONV_BEFORE_3 + [
     _HYBRID, Rule(NEVER, "int16 output", of_type(np.int16, out=True)),
     Rule(4, "keep_num_dims", option("FullyConnectedOptions", "KeepNumDims"))])
 def fully_connected(ctx, node):

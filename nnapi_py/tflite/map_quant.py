@@ -12,7 +12,8 @@ def _int8_zp(c, n):
 
 
 @maps("DEQUANTIZE", rules=[
-    Rule(4, "a computed float16 input", lambda c, n: c.tensors[n.ins[0]].dtype == F16),
+    Rule(4, "a computed float16 input", lambda c, n: c.tensors[n.ins[0]].dtype == F16
+         and c.tensors[n.ins[0]].value is None),
     Rule(3, "int8 input", of_type(I8)), Rule(4, "int8 input with a zero point", _int8_zp),
     Rule(NEVER, "input type other than uint8 / int8 / float16", not_of_type(U8, I8, F16))])
 def dequantize(ctx, node):
