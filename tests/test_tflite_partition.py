@@ -197,3 +197,27 @@ def test_side_effect_nodes_keep_their_order():
 def test_nothing_delegated_has_no_log_line():
     ps = partition.partition(nodes(([0], [1])), set())
     assert "no node is delegated" in partition.replacing_line(ps, 1)
+
+
+def test_a_recurrent_state_next_to_a_cpu_partition(tmp_path):
+    """An RNN's variable state tensor is carried by run() from step to step while the model is
+    partitioned (a CUMSUM on the CPU before and after it), as LiteRT keeps it between invokes."""
+    b, n_in, units = 2, 3, 4
+    w = [rng.uniform(-0.5, 0.5, s).astype(f32) for s in ((units, n_in), (units, units), (units,))]
+    path = tflite_writer.write(
+        str(tmp_path / "rnn.tflite"),
+        [("x", f32, (b, n_in), None), ("w", f32, (units, n_in), w[0]), ("r", f32, (units, units), w[1]),
+         ("b", f32, (units,), w[2]), ("h", f32, (b, units), None, {"variable": True}), ("y", f32, (b, units), None),
+         ("axis", i32, (), [1]), ("xc", f32, (b, n_in), None), ("z", f32, (b, units), None)],
+        [("CUMSUM", [0, 6], [7], None), ("RNN", [7, 1, 2, 3, 4], [5], ("RNNOptions", {"FusedActivationFunction": 1})),
+         ("CUMSUM", [5, 6], [8], None)], [0], [8])
+    m = T.load(path)
+    assert [p.nnapi for p in m.partitions] == [False, True, False]
+    ref = litert.Interpreter(model_path=path, experimental_op_resolver_type=litert.OpResolverType.BUILTIN_REF)
+    ref.allocate_tensors()
+    for _ in range(3):
+        x = rng.normal(size=(b, n_in)).astype(f32)
+        ref.set_tensor(ref.get_input_details()[0]["index"], x)
+        ref.invoke()
+        np.testing.assert_allclose(m.run([x])[0], ref.get_tensor(ref.get_output_details()[0]["index"]),
+                                   rtol=1e-5, atol=1e-5)

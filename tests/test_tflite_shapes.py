@@ -99,8 +99,6 @@ def test_without_litert_the_runtime_infers_the_other_shapes(tmp_path, monkeypatc
     check(m, path, [np.linspace(-1, 1, 28).astype(F32).reshape(7, 4)])
 
 
-@pytest.mark.xfail(strict=True, reason="issue 24: a CPU partition's LiteRT sub-model keeps the file's input shapes "
-                                        "(cpu.CpuPartition resizing them: 24b)")
 def test_audio_of_any_length_melspectrogram():
     """openWakeWord's mel spectrogram: input [-1, -1] (a batch of audio of any length)."""
     try:

@@ -112,13 +112,20 @@ class CpuPartition:
     """Operators `ops` of the model in `buf` run by LiteRT's builtin (non-XNNPACK) kernels."""
 
     def __init__(self, buf: bytes, ops: Sequence[int], inputs: Sequence[int], outputs: Sequence[int],
-                 constants: Optional[Dict[int, np.ndarray]] = None, threads: int = 1, name: str = ""):
+                 constants: Optional[Dict[int, np.ndarray]] = None, threads: int = 1, name: str = "",
+                 shapes: Optional[Dict[int, Sequence[int]]] = None):
+        """shapes: the importer's shape of each input tensor where it differs from the file's
+        (inputs of any length: the sub-model is resized to them before LiteRT allocates)."""
         interpreter, _ = _litert()
         self.ops, self.inputs, self.outputs, self.name = list(ops), list(inputs), list(outputs), name
         self.content = submodel(buf, ops, inputs, outputs, constants)
         kind = interpreter.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
         self.it = interpreter.Interpreter(model_content=self.content, num_threads=threads,
                                           experimental_op_resolver_type=kind)
+        for t, d in zip(self.inputs, self.it.get_input_details()):
+            want = tuple((shapes or {}).get(t, ()))
+            if want and want != tuple(d["shape"]):
+                self.it.resize_tensor_input(d["index"], list(want))
         self.it.allocate_tensors()
         # sub-model tensor index of each original boundary tensor
         self.index = {t: d["index"] for t, d in zip(self.inputs, self.it.get_input_details())}

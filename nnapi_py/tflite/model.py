@@ -166,7 +166,8 @@ class TfliteModel:
                 why[node.index] = "; ".join(reasons)
         nodes = [partition.Node(n.index, n.ins, n.outs, self._side_effect(n)) for n in g.nodes
                  if n.index not in folded]
-        not_boundary = {t.index for t in self.tensors if t.value is not None or t.type_name == "RESOURCE"}
+        not_boundary = {t.index for t in self.tensors          # constants, resources, variable (state) tensors
+                        if t.value is not None or t.type_name == "RESOURCE" or t.variable}
         while True:
             self.partitions = partition.delegate_partitions(
                 nodes, {nd.index for nd in nodes} - set(why), g.outputs, not_boundary, self.max_partitions)
@@ -191,7 +192,8 @@ class TfliteModel:
                 continue
             consts = {t: folded_values[t] for k in p.nodes for t in g.nodes[k].ins if t in folded_values}
             try:
-                steps.append(cpu.CpuPartition(self.reader.buf, p.nodes, p.inputs, p.outputs, consts))
+                steps.append(cpu.CpuPartition(self.reader.buf, p.nodes, p.inputs, p.outputs, consts,
+                                              shapes={t: self.tensors[t].shape for t in p.inputs}))
             except (RuntimeError, ValueError) as e:
                 raise LoadError(self.path, [(k, g.nodes[k].name, f"{why[k]}; LiteRT cannot run it either: "
                                              f"{str(e).strip().splitlines()[0]}") for k in p.nodes]) from None
