@@ -62,7 +62,7 @@ def test_model_matches_litert(name):
         for d, shape in zip(ref.get_input_details(), shapes):
             ref.resize_tensor_input(d["index"], shape)
         ref.allocate_tensors()
-    m = T.load(path)
+    m = T.load(path, input_shapes=shapes)
     rng = np.random.default_rng(0)
     din, dout = ref.get_input_details(), ref.get_output_details()
     steps = 100 if name in tflite_corpus.STREAMING else 1
