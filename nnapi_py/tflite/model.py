@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 import os
 import pkgutil
+import re
 import threading
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence
@@ -16,20 +17,43 @@ import numpy as np
 
 from .. import nn
 from ..devices import parse_level
-from . import cpu, shapes, partition
+from . import cpu, shapes, inout, partition
 from .base import Ctx, Unmapped, decide
 from .fold import FOLDS
 from .reader import DTYPES, Reader
 
 
 class LoadError(Exception):
-    """The model cannot be mapped: `unmapped` lists (operator index, builtin, reason)."""
+    """The model cannot be mapped: `unmapped` lists (operator index, builtin, reason).  The message
+    lists the causes first; operators that fail only because an input was never produced (a
+    consequence of an earlier failure) are counted in one line after them."""
+    exit_code = 1                       # python -m nnapi_py: the model cannot run
+    multiline = True                    # its lines are the list of causes
 
     def __init__(self, path, unmapped, hint=""):
         self.unmapped = unmapped
-        lines = "\n".join(f"  operator {k}: {name}: {why}" for k, name, why in unmapped)
-        super().__init__(f"{os.path.basename(path)}: {len(unmapped)} operator(s) cannot run through NNAPI:\n{lines}"
-                         + (f"\n{hint}" if hint else ""))
+        causes = [u for u in unmapped if not _CONSEQUENCE.search(u[2])]
+        after = [u for u in unmapped if _CONSEQUENCE.search(u[2])]
+        lines = [f"  operator {k}: {name}: {why}" for k, name, why in causes]
+        if after:
+            lines.append(f"  and {len(after)} operator(s) after them that only lack an input those did not produce "
+                         f"(operators {_ranges([k for k, _, _ in after])})")
+        super().__init__(f"{os.path.basename(path)}: {len(causes) or len(unmapped)} operator(s) cannot run through "
+                         f"NNAPI:\n" + "\n".join(lines) + (f"\n{hint}" if hint else ""))
+
+
+_CONSEQUENCE = re.compile(r"is used before any operator produces it")
+
+
+def _ranges(ks):
+    """'3-7, 9, 12-14' for sorted operator indices."""
+    out, ks = [], sorted(ks)
+    for k in ks:
+        if out and k == out[-1][1] + 1:
+            out[-1][1] = k
+        else:
+            out.append([k, k])
+    return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in out)
 
 
 @dataclass
@@ -126,6 +150,17 @@ class TfliteModel:
         """(operator index, builtin, the NNAPI operation(s) it became / "folded at load" /
         "CPU (LiteRT): why")."""
         return [(d.index, d.name, d.text if d.kind != "cpu" else f"CPU (LiteRT): {d.text}") for d in self.decisions]
+
+    @property
+    def inputs(self) -> List[inout.TensorInfo]:
+        """The model's inputs in run()'s order: name, shape (signature: -1 where any size goes), dtype,
+        quantization."""
+        return inout.infos(self.tensors, self.graph.inputs, getattr(self.graph, "read_signatures", None))
+
+    @property
+    def outputs(self) -> List[inout.TensorInfo]:
+        """The model's outputs in run()'s order."""
+        return inout.infos(self.tensors, self.graph.outputs)
 
     @property
     def input_specs(self) -> List[tuple]:
@@ -277,6 +312,7 @@ class TfliteModel:
             raise RuntimeError(f"{os.path.basename(self.path)} was loaded with check_only=True: report() only")
         if self.open_inputs and tuple(np.shape(a) for a in inputs) != self.input_shapes:
             return self._run_variant(inputs)
+        inputs = inout.check_inputs(self.inputs, inputs)       # count, shape, dtype: ValueError naming the input
         if self._stitch is not None:
             with self._exec_lock:
                 outs, assigned = self._stitch.run(list(inputs), self._state)
@@ -405,11 +441,9 @@ class _StatePair:
         ex = self.execs[k]
         if self.bound[k]:
             res = ex.run(feed, copy=False)
-        else:                               # first run of this execution: bind the buffers
-            inputs = {n: np.array(a) for n, a in feed.items()}      # its own, written into later
-            inputs.update({"state:" + v: self.bufs[k][v] for v in self.ins})
-            outputs = {"state:" + v: self.bufs[1 - k][v] for v in self.paired}
-            res = ex.run(inputs, outputs, copy=False)
+        else:                               # first run of this execution: bind the state buffers
+            res = inout.first_run(ex, {"state:" + v: self.bufs[k][v] for v in self.ins},
+                                  {"state:" + v: self.bufs[1 - k][v] for v in self.paired}, feed)
             self.bound[k] = True
         for v in self.outs:
             if v not in self.paired:

@@ -204,9 +204,9 @@ class Stitch:
             except nn.NNAPIError:       # below feature level 5: a fresh execution every run
                 s.ex = False
             else:                       # bind: its own buffers for values given each run, homes for the rest
-                ins = {n: vals[t] for n, t in zip(s.in_names, s.inputs)}
-                ins.update({n: np.array(a) for n, a in fresh.items()})
-                res = s.ex.run(ins, outs, copy=False)
+                from .inout import first_run
+                homes = {n: vals[t] for n, t in zip(s.in_names, s.inputs) if n not in fresh}
+                res = first_run(s.ex, homes, outs, fresh)
                 new_state.update({v: np.array(res["state:" + v]) for v in s.state_out})
                 return
         if s.ex:

@@ -41,18 +41,14 @@ def delegate_view(model):
     return parts, refused
 
 
-def _spec(t):
-    return f"{t.name} {t.type_name} {list(t.shape)}"
-
-
 def render(model) -> str:
     g = model.graph
     n = len(g.nodes)
     parts, refused = delegate_view(model)
     delegated = {k for p in parts if p.nnapi for k in p.nodes}
     lines = [f"{os.path.basename(model.path)} at {release(model.feature_level)}: {n} operator(s)"]
-    lines += [f"  input  {_spec(g.tensors[i])}" for i in g.inputs]
-    lines += [f"  output {_spec(g.tensors[i])}" for i in g.outputs]
+    lines += [f"  input  {i.text()}" for i in model.inputs]        # name: dtype[shape] (quantization)
+    lines += [f"  output {o.text()}" for o in model.outputs]
     lines.append(f"TfLiteNnapiDelegate would log: {partition.replacing_line(parts, n)}")
     ours = model.partitions
     kinds = {}
