@@ -49,7 +49,7 @@ def reference(path):
 # Corpus models that do not load or match yet (issue 24 work in progress: mappings, folds,
 # CPU partitions, control flow, -1 shapes). Strict: a model that starts passing fails here
 # until it is taken off this list.
-PENDING = {"birdnet", "oww_melspectrogram"}
+PENDING = {"oww_melspectrogram"}
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(
