@@ -92,7 +92,8 @@ def check_inputs(expected: Sequence[TensorInfo], inputs: Any) -> List[np.ndarray
     for info, v in zip(expected, inputs):
         a = np.asarray(v)
         if not _fits(info, a.shape):
-            raise ValueError(f"input {info.text()}: an array of shape {list(a.shape)} was given")
+            open_dims = " (it does not fit the shape signature: -1 takes any size)" if -1 in info.signature else ""
+            raise ValueError(f"input {info.text()}: an array of shape {list(a.shape)} was given{open_dims}")
         if info.dtype is not None and a.dtype != info.dtype:
             if not np.can_cast(a.dtype, info.dtype, casting="safe"):
                 raise ValueError(f"input {info.text()}: {a.dtype} values were given (convert them, e.g. "

@@ -310,9 +310,9 @@ class TfliteModel:
         variables are carried from one call to the next (reset() starts over)."""
         if self.check_only:
             raise RuntimeError(f"{os.path.basename(self.path)} was loaded with check_only=True: report() only")
+        inputs = inout.check_inputs(self.inputs, inputs)       # count, shape, dtype: ValueError naming the input
         if self.open_inputs and tuple(np.shape(a) for a in inputs) != self.input_shapes:
             return self._run_variant(inputs)
-        inputs = inout.check_inputs(self.inputs, inputs)       # count, shape, dtype: ValueError naming the input
         if self._stitch is not None:
             with self._exec_lock:
                 outs, assigned = self._stitch.run(list(inputs), self._state)
