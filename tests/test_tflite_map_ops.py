@@ -199,6 +199,24 @@ def test_mirror_pad(tmp_path, mode):
             "MIRROR_PAD")
 
 
+def test_pad_transpose_depth_to_space(tmp_path):
+    pads = np.array([[0, 0], [1, 0], [0, 2], [0, 0]], i32)
+    compare(tmp_path, [("x", f32, (1, 2, 3, 8), None), ("p", i32, (4, 2), pads), ("y", f32, (1, 3, 5, 8), None),
+                       ("perm", i32, (4,), np.array([0, 2, 1, 3], i32)), ("t", f32, (1, 5, 3, 8), None),
+                       ("d", f32, (1, 10, 6, 2), None)],
+            [("PAD", [0, 1], [2], None), ("TRANSPOSE", [2, 3], [4], None),
+             ("DEPTH_TO_SPACE", [4], [5], ("DepthToSpaceOptions", {"BlockSize": 2}))], [0], [5], [rnd(1, 2, 3, 8)],
+            "DEPTH_TO_SPACE")
+
+
+@pytest.mark.parametrize("opts", [{}, {"AlignCorners": True}, {"HalfPixelCenters": True}])
+def test_resize_bilinear(tmp_path, opts):
+    compare(tmp_path, [("x", f32, (1, 3, 4, 2), None), ("s", i32, (2,), np.array([5, 7], i32)),
+                       ("y", f32, (1, 5, 7, 2), None)],
+            [("RESIZE_BILINEAR", [0, 1], [2], ("ResizeBilinearOptions", opts), 3)], [0], [2], [rnd(1, 3, 4, 2)],
+            "RESIZE_BILINEAR")
+
+
 def test_padv2(tmp_path):
     pads = np.array([[0, 0], [1, 2], [0, 1]], i32)
     compare(tmp_path, [("x", f32, (1, 3, 4), None), ("p", i32, (3, 2), pads), ("v", f32, (), np.array(1.5, f32)),
