@@ -80,25 +80,22 @@ def _plain(ctx, node):
     return not any(_quantized(ctx.tensors[k]) for k in list(node.ins) + list(node.outs) if k >= 0)
 
 
-def movement(fn):
-    """A fold of pure data movement (reshape, slice, gather, ...): constant first input, any
-    other inputs constant too, one quantization throughout."""
-    def run(ctx, node):
-        v = values(ctx, node)
-        if v is None or not _same_quantization(ctx, node):
-            return None
-        return fn(ctx, node, v)
-    return run
+def _when_constant(ok):
+    """A decorator: fold(ctx, node, input values) runs when every input is constant and ok(ctx, node)."""
+    def wrap(fn):
+        def run(ctx, node):
+            v = values(ctx, node)
+            if v is None or not ok(ctx, node):
+                return None
+            return fn(ctx, node, v)
+        return run
+    return wrap
 
 
-def arithmetic(fn):
-    """A fold of arithmetic on constants of plain (not quantized) types."""
-    def run(ctx, node):
-        v = values(ctx, node)
-        if v is None or not _plain(ctx, node):
-            return None
-        return fn(ctx, node, v)
-    return run
+# pure data movement (reshape, slice, gather, ...): one quantization throughout
+movement = _when_constant(_same_quantization)
+# arithmetic on constants of plain (not quantized) types
+arithmetic = _when_constant(_plain)
 
 
 def _opts(node, cls):
@@ -153,10 +150,16 @@ def _fill(ctx, node):
     return [np.full([int(d) for d in v[0].reshape(-1)], v[1].reshape(-1)[0], out_dtype(ctx, node))]
 
 
-@folds("BROADCAST_TO")
-@movement
-def _broadcast_to(ctx, node, v):
-    return [np.broadcast_to(v[0], [int(d) for d in v[1].reshape(-1)])]
+def _by_vector(np_fn):
+    """Data movement whose second input is an int vector: np_fn(x, [ints])."""
+    @movement
+    def run(ctx, node, v):
+        return [np_fn(v[0], [int(d) for d in v[1].reshape(-1)])]
+    return run
+
+
+for _name, _fn in (("BROADCAST_TO", np.broadcast_to), ("TRANSPOSE", np.transpose), ("TILE", np.tile)):
+    folds(_name)(_by_vector(_fn))
 
 
 @folds("RESHAPE")
@@ -185,18 +188,6 @@ def _squeeze(ctx, node, v):
 @movement
 def _expand_dims(ctx, node, v):
     return [np.expand_dims(v[0], int(v[1].reshape(-1)[0]))]
-
-
-@folds("TRANSPOSE")
-@movement
-def _transpose(ctx, node, v):
-    return [np.transpose(v[0], [int(p) for p in v[1].reshape(-1)])]
-
-
-@folds("TILE")
-@movement
-def _tile(ctx, node, v):
-    return [np.tile(v[0], [int(m) for m in v[1].reshape(-1)])]
 
 
 @folds("CONCATENATION")
