@@ -36,32 +36,33 @@ def corpus(name):
     return MODELS[name]
 
 
-def reference(path):
+def reference(path, shapes=None):
+    """LiteRT's reference kernels (its default ones for a custom op they lack), inputs resized
+    to shapes when given."""
+    def make(**kind):
+        it = litert.Interpreter(model_path=path, **kind)
+        for d, shape in zip(it.get_input_details(), shapes or ()):
+            it.resize_tensor_input(d["index"], shape)
+        it.allocate_tensors()
+        return it
     try:
-        it = litert.Interpreter(model_path=path, experimental_op_resolver_type=litert.OpResolverType.BUILTIN_REF)
-        it.allocate_tensors()
+        return make(experimental_op_resolver_type=litert.OpResolverType.BUILTIN_REF)
     except (RuntimeError, ValueError):          # a custom op the reference resolver lacks
-        it = litert.Interpreter(model_path=path)
-        it.allocate_tensors()
-    return it
+        return make()
 
 
 # Corpus models that do not load or match yet (issue 24 work in progress: mappings, folds,
 # CPU partitions, control flow, -1 shapes). Strict: a model that starts passing fails here
 # until it is taken off this list.
-PENDING = {"oww_melspectrogram"}
+PENDING = set()
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(
     strict=True, reason="issue 24: not loaded / matched yet")) if n in PENDING else n for n in NAMES])
 def test_model_matches_litert(name):
     path = corpus(name)
-    ref = reference(path)
     shapes = tflite_corpus.INPUT_SHAPES.get(name)
-    if shapes:
-        for d, shape in zip(ref.get_input_details(), shapes):
-            ref.resize_tensor_input(d["index"], shape)
-        ref.allocate_tensors()
+    ref = reference(path, shapes)
     m = T.load(path, input_shapes=shapes)
     rng = np.random.default_rng(0)
     din, dout = ref.get_input_details(), ref.get_output_details()
