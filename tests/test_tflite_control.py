@@ -125,3 +125,25 @@ def test_while_becomes_nnapi_while(tmp_path, counter_shape):
     assert d.kind == "nnapi", d
     assert d.text.startswith("WHILE (2 loop value(s), 1 input-only"), d.text     # w: a constant inside
     check(m, path, [np.random.default_rng(1).uniform(-1, 1, (1, 4)).astype(F32)])
+
+
+def corpus_model(name):
+    import tflite_corpus
+    try:
+        return tflite_corpus.models()[name]
+    except tflite_corpus.Unavailable as e:
+        pytest.skip(f"real-model corpus unavailable: {e}")
+
+
+def test_real_wake_word_model_runs_its_if_on_nnapi():
+    """openWakeWord's hey_jarvis: the classifier's second stage sits in an IF (two subgraphs)."""
+    path = corpus_model("oww_hey_jarvis")
+    m = T.load(path)
+    [d] = nodes(m, "IF")
+    assert d.kind == "nnapi" and "then: subgraph 2, 26 operation(s)" in d.text, d.text
+    rng = np.random.default_rng(3)
+    for scale in (0.1, 1.0, 4.0):
+        want = reference(path, [x := rng.uniform(-scale, scale, (1, 16, 96)).astype(F32)])
+        got = m.run([x])
+        np.testing.assert_allclose(got[0].reshape(want[0].shape), want[0], rtol=1e-5, atol=1e-5)
+

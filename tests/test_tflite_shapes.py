@@ -110,3 +110,17 @@ def test_audio_of_any_length_melspectrogram():
     rng = np.random.default_rng(2)
     for n in (1760, 16000, 1760):
         check(m, path, [rng.uniform(-1, 1, (1, n)).astype(F32)], tol=1e-3)
+
+
+def test_real_model_at_other_batch_sizes():
+    """BirdNET's species-occurrence model: input [-1, 3] (latitude, longitude, week), any batch."""
+    try:
+        path = tflite_corpus.models()["birdnet_meta"]
+    except tflite_corpus.Unavailable as e:
+        pytest.skip(f"real-model corpus unavailable: {e}")
+    m = T.load(path)
+    rng = np.random.default_rng(3)
+    for n in (1, 4, 16):
+        x = np.stack([rng.uniform(-90, 90, n), rng.uniform(-180, 180, n), rng.integers(1, 49, n)], 1).astype(F32)
+        check(m, path, [x], tol=1e-4)
+    assert sorted(k[0][0] for k in m.variants) == [4, 16]
