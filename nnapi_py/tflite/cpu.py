@@ -183,3 +183,30 @@ class CpuPartition:
 
     def set(self, t: int, value) -> None:
         self.it.set_tensor(self.index[t], np.asarray(value).reshape(self.shape[t]))
+
+
+def first_dynamic_tensor(buf: bytes, shapes: Optional[Sequence[Sequence[int]]] = None) -> Optional[int]:
+    """The first tensor of subgraph 0 that TFLite makes dynamic-sized when it prepares the whole
+    model (its size known only while running: no buffer after allocate_tensors), in operator
+    order, or None.  The NNAPI delegate refuses such a graph altogether (subgraph.cc: "Attempting to
+    use a delegate that only supports static-sized tensors with a graph that has dynamic-sized
+    tensors")."""
+    interpreter, schema = _litert()
+    it = interpreter.Interpreter(model_content=bytes(buf),
+                                 experimental_op_resolver_type=interpreter.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    for d, shape in zip(it.get_input_details(), shapes or ()):
+        if tuple(shape) != tuple(d["shape"]):
+            it.resize_tensor_input(d["index"], list(shape))
+    it.allocate_tensors()
+    g = schema.ModelT.InitFromPackedBuf(bytearray(buf), 0).subgraphs[0]
+    numeric = set(_TFLITE_TYPE)
+    for op in g.operators or ():
+        for t in (op.outputs if op.outputs is not None else ()):
+            if t < 0 or g.tensors[t].type not in numeric:
+                continue
+            try:
+                v = it.tensor(int(t))()
+            except ValueError:
+                return int(t)
+            del v
+    return None

@@ -41,6 +41,18 @@ def delegate_view(model):
     return parts, refused
 
 
+def _dynamic(model):
+    """The first dynamic-sized tensor TFLite would find preparing the model (LiteRT needed to
+    know: without it, None)."""
+    from . import cpu
+    if not cpu.available():
+        return None
+    try:
+        return cpu.first_dynamic_tensor(model.reader.buf, getattr(model, "input_shapes", None))
+    except (RuntimeError, ValueError):      # LiteRT cannot prepare it (a custom op it lacks, ...)
+        return None
+
+
 def render(model) -> str:
     g = model.graph
     n = len(g.nodes)
@@ -49,7 +61,16 @@ def render(model) -> str:
     lines = [f"{os.path.basename(model.path)} at {release(model.feature_level)}: {n} operator(s)"]
     lines += [f"  input  {i.text()}" for i in model.inputs]        # name: dtype[shape] (quantization)
     lines += [f"  output {o.text()}" for o in model.outputs]
-    lines.append(f"TfLiteNnapiDelegate would log: {partition.replacing_line(parts, n)}")
+    dyn = _dynamic(model)
+    if dyn is not None:
+        t = g.tensors[dyn]
+        maker = next((nd for nd in g.nodes if dyn in nd.outs), None)
+        lines.append(f"TfLiteNnapiDelegate would not be applied at all: tensor #{dyn} {t.name!r}"
+                     + (f" (output of operator {maker.index} {maker.name})" if maker else "")
+                     + " is dynamic-sized; TFLite would log: Attempting to use a delegate that only supports "
+                     "static-sized tensors with a graph that has dynamic-sized tensors.")
+    else:
+        lines.append(f"TfLiteNnapiDelegate would log: {partition.replacing_line(parts, n)}")
     ours = model.partitions
     kinds = {}
     for d in model.decisions:
