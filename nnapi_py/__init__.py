@@ -22,6 +22,21 @@ def include_dir():
     raise FileNotFoundError("NNAPI headers not found")
 
 
+class MissingDependency(ImportError):
+    """An optional package a feature needs is not installed: the message names the pip command
+    (the extras are in pyproject.toml: nnapi_py[tflite], nnapi_py[compare])."""
+
+
+def require(module: str, extra: str, purpose: str):
+    """Import an optional package, or raise MissingDependency saying how to install it."""
+    import importlib
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        raise MissingDependency(f"{purpose} needs the Python package {module!r}, which is not installed: "
+                                f"pip install 'nnapi_py[{extra}]'", name=module) from e
+
+
 def last_error():
     """(code, reason) of this thread's most recent failed ANeuralNetworks* call."""
     from .errors import last_error as _le

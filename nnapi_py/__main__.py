@@ -1,47 +1,53 @@
 """python -m nnapi_py [--cflags] [--libs] [--libdir] [--version]: flags to build against the library.
 python -m nnapi_py run MODEL.tflite [--input a.npy ...] [--save DIR] [--compare] [--bench N] [--check]
   [--feature-level N]: run a .tflite model through NNAPI, partitioned as TFLite's NNAPI delegate
-would (random inputs unless given; --compare: LiteRT on the same inputs, max abs / rel difference
-per output; --bench N: our median ms beside LiteRT's, one thread; --check: only the report --
+would (random inputs unless given; --compare: ours and LiteRT's optimized kernels each against
+LiteRT's reference kernels on the same inputs, per output, with a verdict against the stated
+tolerance (exit 1 when outside it); --bench N: our median ms beside LiteRT's, both with one
+thread (numpy's BLAS pinned too; the thread counts are printed); --check: only the report --
 what the delegate would do on that Android release, partitions, per operator the NNAPI
 operation(s) or why it stays on the CPU; --feature-level N: 1..8 or an API level 27..35, default
 the runtime's: NNAPI_PY_FEATURE_LEVEL).
 python -m nnapi_py show FILE.json [--dot | --json | --svg OUT.svg]: a model dumped with
-NNAPI_PY_DUMP=DIR (or written by Model.to_json()) as a table (default), Graphviz dot, JSON or SVG."""
+NNAPI_PY_DUMP=DIR (or written by Model.to_json()) as a table (default), Graphviz dot, JSON or SVG.
+A failure prints one line saying what is wrong and exits 2 (usage, a file or input given) or 1
+(the model cannot run); --traceback (or NNAPI_PY_TRACE=1) also prints the traceback."""
 import os
 import sys
 
 from . import __version__, include_dir, library_path
 
 
+class UsageError(Exception):
+    """A command line that cannot be followed: exit 2 with the message."""
+    exit_code = 2
+
+
 def show(argv):
+    import argparse
     import json
     from . import inspect
-    files = [a for a in argv if not a.startswith("--")]
-    if len(files) != 1 or not files[0].endswith(".json"):
-        print("usage: python -m nnapi_py show MODEL.json [--dot | --json | --svg OUT.svg]", file=sys.stderr)
-        return 2
-    try:
-        with open(files[0]) as f:
-            d = json.load(f)
-    except (OSError, ValueError) as e:
-        print(f"cannot read {files[0]}: {e}", file=sys.stderr)
-        return 1
-    if "--dot" in argv:
-        print(inspect.to_dot(d), end="")
-    elif "--json" in argv:
-        print(inspect.to_json(d))
-    elif "--svg" in argv:
-        k = argv.index("--svg")
-        if k + 1 >= len(argv):
-            print("--svg needs an output file", file=sys.stderr)
-            return 2
+    ap = argparse.ArgumentParser(prog="python -m nnapi_py show")
+    ap.add_argument("model", metavar="MODEL.json")
+    form = ap.add_mutually_exclusive_group()
+    form.add_argument("--dot", action="store_true")
+    form.add_argument("--json", action="store_true")
+    form.add_argument("--svg", metavar="OUT.svg")
+    a = ap.parse_args(argv)
+    if not a.model.endswith(".json"):
+        raise UsageError(f"{a.model}: show reads a model's .json (NNAPI_PY_DUMP=DIR or Model.to_json())")
+    with open(a.model) as f:
         try:
-            svg = inspect.render_svg(inspect.to_dot(d))
-        except RuntimeError as e:
-            print(e, file=sys.stderr)
-            return 1
-        with open(argv[k + 1], "w") as f:
+            d = json.load(f)
+        except ValueError as e:
+            raise UsageError(f"{a.model} is not a model's JSON: {e}") from e
+    if a.dot:
+        print(inspect.to_dot(d), end="")
+    elif a.json:
+        print(inspect.to_json(d))
+    elif a.svg:
+        svg = inspect.render_svg(inspect.to_dot(d))      # RuntimeError without Graphviz: exit 1
+        with open(a.svg, "w") as f:
             f.write(svg)
     else:
         print(inspect.summary(d))
@@ -63,11 +69,7 @@ def run_tflite(argv):
     ap.add_argument("--feature-level")
     a = ap.parse_args(argv)
     from . import tflite as T
-    try:
-        m = T.load(a.model, feature_level=a.feature_level, check_only=a.check)
-    except (T.LoadError, ValueError) as e:
-        print(e, file=sys.stderr)
-        return 1
+    m = T.load(a.model, feature_level=a.feature_level, check_only=a.check)   # errors: entry() says them
     if a.check:
         print(m.report())
         return 0
@@ -89,7 +91,7 @@ def run_tflite(argv):
         try:
             from ai_edge_litert.interpreter import Interpreter, OpResolverType
         except ImportError:
-            print("LiteRT is not installed (pip install ai-edge-litert): no comparison", file=sys.stderr)
+            print("LiteRT is not installed (pip install 'nnapi_py[compare]'): no comparison", file=sys.stderr)
             return 0
         def interp(kind):
             try:
@@ -99,18 +101,7 @@ def run_tflite(argv):
             except (RuntimeError, ValueError):
                 return None
         if a.compare:
-            m.reset()
-            ref = interp(OpResolverType.BUILTIN_REF) or interp(OpResolverType.AUTO)
-            for d, x in zip(ref.get_input_details(), inputs):
-                ref.set_tensor(d["index"], x)
-            ref.invoke()
-            ours = m.run(inputs)
-            for d in ref.get_output_details():
-                want = ref.get_tensor(d["index"])
-                got = ours[m.output_names.index(d["name"])].reshape(want.shape).astype(np.float64)
-                diff = np.abs(got - want)
-                print(f"{d['name']}: max abs difference {diff.max():.3g}, max rel "
-                      f"{diff.max() / max(1.0, float(np.abs(want).max())):.3g} (LiteRT reference kernels)")
+            verdict = compare(m, inputs, interp, OpResolverType)
         if a.bench:
             def median_ms(fn):
                 fn()
@@ -120,6 +111,10 @@ def run_tflite(argv):
                     fn()
                     ts.append((time.perf_counter() - t0) * 1e3)
                 return statistics.median(ts)
+            from . import blas
+            if not blas.threads() or any(n != 1 for _, n in blas.threads()):
+                blas.limit(1)
+            print(f"threads: nnapi_py numpy BLAS: {blas.describe()}; LiteRT: num_threads=1")
             print(f"nnapi_py: {median_ms(lambda: m.run(inputs)):.3f} ms (median of {a.bench})")
             for label, kind in (("LiteRT XNNPACK", OpResolverType.AUTO),
                                 ("LiteRT without XNNPACK", OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES),
@@ -131,7 +126,62 @@ def run_tflite(argv):
                 for d, x in zip(it.get_input_details(), inputs):
                     it.set_tensor(d["index"], x)
                 print(f"{label}: {median_ms(it.invoke):.3f} ms")
+        if a.compare:
+            return verdict
     return 0
+
+
+COMPARE_RTOL = 1e-3     # float outputs: max |x - ref| <= COMPARE_RTOL * max(1, max |ref|) (tests/test_tflite.py)
+COMPARE_STEPS = 1       # integer (quantized) outputs: within one step
+
+
+def _distance(x, ref):
+    """(max abs difference, its ratio to max(1, max |ref|)) of two arrays of one shape."""
+    import numpy as np
+    diff = float(np.abs(np.asarray(x, np.float64) - np.asarray(ref, np.float64)).max()) if np.size(ref) else 0.0
+    return diff, diff / max(1.0, float(np.abs(np.asarray(ref, np.float64)).max()) if np.size(ref) else 1.0)
+
+
+def compare(m, inputs, interp, OpResolverType):
+    """--compare: ours and LiteRT's optimized kernels (XNNPACK) each against LiteRT's reference
+    kernels on the same inputs, per output, and a verdict against the stated tolerance (float:
+    COMPARE_RTOL relative to max(1, max |ref|); integer: COMPARE_STEPS steps).  0 when every
+    output is within it, else 1."""
+    import numpy as np
+    ref = interp(OpResolverType.BUILTIN_REF)
+    label = "LiteRT reference kernels"
+    if ref is None:
+        ref, label = interp(OpResolverType.AUTO), "LiteRT XNNPACK (its reference kernels cannot run this model)"
+    opt = interp(OpResolverType.AUTO) if label.startswith("LiteRT reference") else None
+
+    def invoke(it):
+        for d, x in zip(it.get_input_details(), inputs):
+            it.set_tensor(d["index"], x)
+        it.invoke()
+        return {d["name"]: it.get_tensor(d["index"]) for d in it.get_output_details()}
+
+    want = invoke(ref)
+    theirs = invoke(opt) if opt is not None else {}
+    m.reset()
+    ours = m.run(inputs)
+    print(f"compared with {label}; tolerance: float outputs max |x - ref| <= {COMPARE_RTOL:g} * max(1, max |ref|), "
+          f"integer outputs within {COMPARE_STEPS} step")
+    bad = []
+    for name, w in want.items():
+        got = ours[m.output_names.index(name)].reshape(w.shape)
+        d_abs, d_rel = _distance(got, w)
+        is_float = np.dtype(w.dtype).kind == "f"
+        ok = d_rel <= COMPARE_RTOL if is_float else d_abs <= COMPARE_STEPS
+        line = f"{name}: ours max abs {d_abs:.3g} (rel {d_rel:.3g})"
+        if name in theirs:
+            t_abs, t_rel = _distance(theirs[name], w)
+            line += f"; LiteRT XNNPACK max abs {t_abs:.3g} (rel {t_rel:.3g})"
+        print(f"{line}: {'within' if ok else 'OUTSIDE'} the tolerance")
+        if not ok:
+            bad.append(name)
+    print(f"verdict: {'MATCH' if not bad else 'MISMATCH'}: {len(want) - len(bad)} of {len(want)} output(s) within "
+          f"the tolerance" + (f" (outside: {', '.join(bad)})" if bad else ""))
+    return 1 if bad else 0
 
 
 def main(argv):
@@ -160,4 +210,52 @@ def main(argv):
     return 0
 
 
-sys.exit(main(sys.argv[1:]))
+_TRACE_VALUES = ("1", "errors", "error", "calls", "all")     # NNAPI_PY_TRACE values that trace errors
+
+
+def _failure(e: BaseException):
+    """(exit code, one line) for an exception that ends the command: 2 for usage or a file /
+    input given (UsageError, OSError, ValueError, KeyError), 1 when the model cannot run (an
+    NNAPI error, a load error, a missing optional package) or anything unexpected."""
+    from . import MissingDependency
+    msg = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
+    if isinstance(e, OSError) and e.filename is not None:
+        msg = f"{e.filename}: {e.strerror or msg}"
+    code = getattr(e, "exit_code", None)
+    if code is None:
+        if isinstance(e, MissingDependency):
+            code = 1
+        elif isinstance(e, (UsageError, OSError, ValueError, KeyError)):
+            code = 2
+        elif type(e).__name__ in ("NNAPIError", "LoadError") or isinstance(e, RuntimeError):
+            code = 1
+        else:
+            code, msg = 1, (f"internal error: {type(e).__name__}: {msg} (a bug: please report it with the "
+                            f"output of --traceback)")
+    lines = [ln for ln in msg.splitlines() if ln.strip()] or [type(e).__name__]
+    return code, "\n".join(lines) if getattr(e, "multiline", False) else " ".join(ln.strip() for ln in lines)
+
+
+def entry(argv):
+    """main() with every failure as one line and an exit code (the traceback with --traceback
+    or NNAPI_PY_TRACE=1); --bench pins the BLAS threads before numpy loads."""
+    want_tb = "--traceback" in argv or os.environ.get("NNAPI_PY_TRACE", "").strip().lower() in _TRACE_VALUES
+    argv = [a for a in argv if a != "--traceback"]
+    if argv[:1] == ["run"] and any(a == "--bench" or a.startswith("--bench=") for a in argv):
+        from . import blas
+        blas.pin_environment(1)
+    try:
+        return main(argv)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:                              # SystemExit (argparse's usage) passes
+        if want_tb:
+            import traceback
+            traceback.print_exc()
+        code, line = _failure(e)
+        print(f"nnapi_py: {line}", file=sys.stderr)
+        return code
+
+
+if __name__ == "__main__":
+    sys.exit(entry(sys.argv[1:]))

@@ -73,13 +73,22 @@ class Graph:
         self.nodes: List[Node] = [reader.node(g.Operators(k), k, index) for k in range(g.OperatorsLength())]
 
 
+class NotATflite(ValueError):
+    """The file given is not a TensorFlow Lite flatbuffer (python -m nnapi_py: exit 2)."""
+    exit_code = 2
+
+
 class Reader:
     """The whole model: reader.graph(k) is subgraph k (0: the main one)."""
 
     def __init__(self, path: str):
-        import tflite
+        from .. import require
+        tflite = require("tflite", "tflite", "the .tflite importer (its flatbuffer parser)")
         self.path = path
         self.buf = open(path, "rb").read()
+        if len(self.buf) < 8 or self.buf[4:8] != b"TFL3":
+            raise NotATflite(f"{path} is not a .tflite model: it lacks the TFL3 flatbuffer identifier (bytes 4-7 "
+                             f"{self.buf[4:8]!r}); give a TensorFlow Lite model file")
         self.model = tflite.Model.GetRootAsModel(self.buf, 0)
         self._names = builtin_names()
         self._graphs = {}
