@@ -221,3 +221,30 @@ def test_a_recurrent_state_next_to_a_cpu_partition(tmp_path):
         ref.invoke()
         np.testing.assert_allclose(m.run([x])[0], ref.get_tensor(ref.get_output_details()[0]["index"]),
                                    rtol=1e-5, atol=1e-5)
+
+
+def test_a_streaming_int8_model_below_android_11_runs_on_litert_with_its_variables():
+    """okay_nabu (int8, resource variables) at feature level 3: NNAPI has no int8 there, the
+    variable operators alone would make an NNAPI partition without operations, so the whole
+    model is one LiteRT partition that keeps the variables itself: bit-exact with LiteRT step by
+    step, and reset() starts the variables over."""
+    import tflite_corpus
+    try:
+        path = tflite_corpus.models()["okay_nabu"]
+    except tflite_corpus.Unavailable as e:
+        pytest.skip(f"real-model corpus unavailable: {e}")
+    m = T.load(path, feature_level=3)
+    assert [(p.nnapi, len(p.nodes)) for p in m.partitions] == [(False, 61)]
+    assert m._stitch.steps[0].stateful
+    ref = litert.Interpreter(model_path=path, experimental_op_resolver_type=litert.OpResolverType.BUILTIN_REF)
+    ref.allocate_tensors()
+    d = ref.get_input_details()[0]
+    xs = [rng.integers(-128, 128, d["shape"]).astype(np.int8) for _ in range(12)]
+    outs = []
+    for x in xs:
+        ref.set_tensor(d["index"], x)
+        ref.invoke()
+        outs.append(m.run([x])[0].copy())
+        np.testing.assert_array_equal(outs[-1], ref.get_tensor(ref.get_output_details()[0]["index"]))
+    m.reset()
+    np.testing.assert_array_equal([m.run([x])[0] for x in xs[:4]], outs[:4])

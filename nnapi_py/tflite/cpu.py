@@ -108,6 +108,26 @@ def submodel(buf: bytes, ops: Sequence[int], inputs: Sequence[int], outputs: Seq
     return bytes(b.Output())
 
 
+_VARIABLE_OPS = {"VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE", "CALL_ONCE"}
+
+
+def stateful(buf: bytes, ops: Sequence[int], subgraph: int = 0) -> bool:
+    """Whether operators `ops` keep values between invokes in LiteRT (resource variables, or
+    variable tensors such as an LSTM's state)."""
+    import tflite
+    m = tflite.Model.GetRootAsModel(buf, 0)
+    g = m.Subgraphs(subgraph)
+    names = {v: k for k, v in tflite.BuiltinOperator.__dict__.items() if not k.startswith("_")}
+    for k in ops:
+        op = g.Operators(k)
+        code = m.OperatorCodes(op.OpcodeIndex())
+        if names.get(max(code.BuiltinCode(), code.DeprecatedBuiltinCode())) in _VARIABLE_OPS:
+            return True
+        if any(t >= 0 and g.Tensors(int(t)).IsVariable() for t in op.InputsAsNumpy()):
+            return True
+    return False
+
+
 class CpuPartition:
     """Operators `ops` of the model in `buf` run by LiteRT's builtin (non-XNNPACK) kernels."""
 
@@ -116,14 +136,25 @@ class CpuPartition:
                  shapes: Optional[Dict[int, Sequence[int]]] = None):
         """shapes: the importer's shape of each input tensor where it differs from the file's
         (inputs of any length: the sub-model is resized to them before LiteRT allocates)."""
-        interpreter, _ = _litert()
         self.ops, self.inputs, self.outputs, self.name = list(ops), list(inputs), list(outputs), name
         self.content = submodel(buf, ops, inputs, outputs, constants)
+        self._threads, self._shapes = threads, shapes or {}
+        self._start()
+        # variables LiteRT keeps between invokes (resource variables, variable tensors): reset() starts over
+        self.stateful = stateful(buf, ops)
+
+    def reset(self) -> None:
+        """A fresh interpreter: the variables it kept between invokes back to their initial values."""
+        self._start()
+        self._addr = {}
+
+    def _start(self):
+        interpreter, _ = _litert()
         kind = interpreter.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
-        self.it = interpreter.Interpreter(model_content=self.content, num_threads=threads,
+        self.it = interpreter.Interpreter(model_content=self.content, num_threads=self._threads,
                                           experimental_op_resolver_type=kind)
         for t, d in zip(self.inputs, self.it.get_input_details()):
-            want = tuple((shapes or {}).get(t, ()))
+            want = tuple(self._shapes.get(t, ()))
             if want and want != tuple(d["shape"]):
                 self.it.resize_tensor_input(d["index"], list(want))
         self.it.allocate_tensors()
@@ -132,7 +163,9 @@ class CpuPartition:
         self.index.update({t: d["index"] for t, d in zip(self.outputs, self.it.get_output_details())})
         self.shape = {t: tuple(d["shape"]) for t, d in zip(self.inputs, self.it.get_input_details())}
         self._addr: Dict[int, int] = {}
-        self.static = all(self._has_data(d["index"]) for d in self.it.get_tensor_details())
+        numeric = {np.dtype(d) for d in _TFLITE_TYPE.values()}        # resource / string tensors are not handed out
+        self.static = all(self._has_data(d["index"]) for d in self.it.get_tensor_details()
+                          if np.dtype(d["dtype"]) in numeric)
 
     def _has_data(self, i):
         """Whether sub-model tensor i has its buffer after allocate_tensors (a dynamic tensor,

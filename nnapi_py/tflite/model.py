@@ -210,7 +210,7 @@ class TfliteModel:
                 done = self._map_partitions(compile_options)
                 break
             except _Failed as e:
-                why[e.index] = e.reason
+                why.update((k, e.reason) for k in e.indices)
         on_cpu = [k for p in self.partitions if not p.nnapi for k in p.nodes]
         for k in on_cpu:                        # left on the CPU by the limit on NNAPI partitions
             why.setdefault(k, f"NNAPI could run it, but it is outside the {self.max_partitions} largest NNAPI "
@@ -243,6 +243,8 @@ class TfliteModel:
         if self.compilation is not None:      # one NNAPI partition holding every operator
             return
         self.nn_model = None
+        if self.check_only:                     # CPU partitions only planned: nothing to run
+            return
         specs = {t: (self.tensors[t].dtype, self.tensors[t].shape) for p in self.partitions for t in p.inputs + p.outputs}
         consts = {t: self.tensors[t].value for t in g.outputs if self.tensors[t].value is not None}
         self._stitch = partition.Stitch(steps, g.inputs, g.outputs, consts, specs)
@@ -297,6 +299,8 @@ class TfliteModel:
             new_out = [v for v in ctx.state_out if v not in state_out]
             for v in new_out:
                 model.output(ctx.operand(ctx.state_out[v]), "state:" + v)
+            if not whole and not model.operations:      # only bookkeeping (variables, folds): no NNAPI model
+                raise _Failed(p.nodes, "no NNAPI operation in its partition: runs with its neighbours on the CPU")
             comp = model.compile(**compile_options)
             if whole:
                 self.compilation = comp
@@ -388,8 +392,10 @@ class TfliteModel:
             self._state = {k: np.array(v) for k, v in values.items()}
 
     def reset(self) -> None:
-        """Variables back to their initial values."""
+        """Variables back to their initial values (also those LiteRT keeps in CPU partitions)."""
         self.state = self.initial_state
+        if getattr(self, "_stitch", None) is not None:
+            self._stitch.reset()
 
     def report(self) -> str:
         """What TFLite's NNAPI delegate would do with this model at its feature level, and what
@@ -403,7 +409,8 @@ class _Failed(Exception):
 
     def __init__(self, index, reason):
         super().__init__(reason)
-        self.index, self.reason = index, reason
+        self.indices = list(index) if isinstance(index, (list, tuple)) else [index]
+        self.reason = reason
 
 
 class _StatePair:

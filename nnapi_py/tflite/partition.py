@@ -171,6 +171,13 @@ class Stitch:
                     home[t] = self._own(t) if s in self.copying else s.raws[t]
         self.home, self.bound = home, True
 
+    def reset(self):
+        """CPU partitions holding variables start over (LiteRT keeps them between invokes)."""
+        for s in self.steps:
+            if not isinstance(s, NnapiStep) and s.stateful:
+                s.reset()
+                self.bound = False
+
     def run(self, inputs, state):
         """(outputs in the model's order, the variables assigned in this run)."""
         if not self.bound:
