@@ -248,3 +248,14 @@ def test_a_streaming_int8_model_below_android_11_runs_on_litert_with_its_variabl
         np.testing.assert_array_equal(outs[-1], ref.get_tensor(ref.get_output_details()[0]["index"]))
     m.reset()
     np.testing.assert_array_equal([m.run([x])[0] for x in xs[:4]], outs[:4])
+
+
+def test_an_operator_neither_nnapi_nor_litert_can_run_is_one_load_error(tmp_path):
+    path = tflite_writer.write(str(tmp_path / "nosuch.tflite"),
+                               [("x", f32, (4,), None), ("y", f32, (4,), None), ("z", f32, (4,), None)],
+                               [("CUSTOM:NoSuchOp", [0], [1], b""), ("ABS", [1], [2], None)], [0], [2])
+    with pytest.raises(T.LoadError) as e:
+        T.load(path)
+    assert [(k, name) for k, name, _ in e.value.unmapped] == [(0, "CUSTOM_NoSuchOp")]
+    assert "LiteRT cannot run it either" in str(e.value) and "NoSuchOp" in str(e.value)
+    assert "yielding 2 partitions" in T.load(path, check_only=True).report()
