@@ -120,7 +120,7 @@ def test_real_model_at_other_batch_sizes():
         pytest.skip(f"real-model corpus unavailable: {e}")
     m = T.load(path)
     rng = np.random.default_rng(3)
-    for n in (1, 4, 16):
+    for n in (1, 4):
         x = np.stack([rng.uniform(-90, 90, n), rng.uniform(-180, 180, n), rng.integers(1, 49, n)], 1).astype(F32)
         check(m, path, [x], tol=1e-4)
-    assert sorted(k[0][0] for k in m.variants) == [4, 16]
+    assert list(m.variants) == [((4, 3),)]
