@@ -138,7 +138,17 @@ class TfliteModel:
         self._state_out: Dict[str, int] = self.ctx.state_out   # variable -> tensor assigned (a model output)
         self.compilation = None
         self._stitch = None                     # partition.Stitch when there is more than one partition
-        self._build(compile_options or {})
+        try:
+            self._build(compile_options or {})
+        except nn.NNAPIError as e:
+            if not self.open_inputs or input_shapes is not None:
+                raise
+            sig = "; ".join(f"'{self.tensors[i].name}' {list(s)}" for i, s in
+                            zip(self.graph.inputs, shapes.signatures(self.graph)))
+            raise LoadError(path, [(-1, "the file's input shapes " + str([list(s) for s in self.input_shapes]),
+                                    str(e))],
+                            f"The inputs' shape signatures have -1 ({sig}): compile for the shapes you run with "
+                            f"load(path, input_shapes=[...]).") from None
         self._pair = None                       # _StatePair of reusable executions (False: not available)
         self._exec_lock = threading.Lock()
         self.input_names = [self.tensors[i].name for i in self.graph.inputs]
