@@ -145,7 +145,8 @@ def test_cli_check_at_a_feature_level_and_from_the_environment(tmp_path):
               cli(path, "--check", NNAPI_PY_FEATURE_LEVEL="4")):
         assert r.returncode == 0, r.stderr
         assert "feature level 4 (Android 11, API 30)" in r.stdout
-        assert "Replacing 2 out of 3 node(s) with delegate (TfLiteNnapiDelegate) node, yielding 3 partitions" in r.stdout
+        assert ("Replacing 2 out of 3 node(s) with delegate (TfLiteNnapiDelegate) node, yielding 3 partitions"
+                in r.stdout)
         assert "BATCH_MATMUL needs feature level 6 (Android 13)" in r.stdout
         assert "input  x" in r.stdout and "[2, 3, 4]" in r.stdout and "output z" in r.stdout
     r = cli(path, "--check", "--feature-level", "6")

@@ -17,7 +17,7 @@ resized), in which case the caller binds again.
 from __future__ import annotations
 
 import ctypes
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, Optional, Sequence
 
 import numpy as np
 
@@ -225,8 +225,8 @@ def first_dynamic_tensor(buf: bytes, shapes: Optional[Sequence[Sequence[int]]] =
     use a delegate that only supports static-sized tensors with a graph that has dynamic-sized
     tensors")."""
     interpreter, schema = _litert()
-    it = interpreter.Interpreter(model_content=bytes(buf),
-                                 experimental_op_resolver_type=interpreter.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    kind = interpreter.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
+    it = interpreter.Interpreter(model_content=bytes(buf), experimental_op_resolver_type=kind)
     for d, shape in zip(it.get_input_details(), shapes or ()):
         if tuple(shape) != tuple(d["shape"]):
             it.resize_tensor_input(d["index"], list(shape))

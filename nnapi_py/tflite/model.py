@@ -255,13 +255,15 @@ class TfliteModel:
         self.nn_model = None
         if self.check_only:                     # CPU partitions only planned: nothing to run
             return
-        specs = {t: (self.tensors[t].dtype, self.tensors[t].shape) for p in self.partitions for t in p.inputs + p.outputs}
+        specs = {t: (self.tensors[t].dtype, self.tensors[t].shape)
+                 for p in self.partitions for t in p.inputs + p.outputs}
         consts = {t: self.tensors[t].value for t in g.outputs if self.tensors[t].value is not None}
         self._stitch = partition.Stitch(steps, g.inputs, g.outputs, consts, specs)
 
-    @staticmethod
-    def _side_effect(node):
-        return node.name in ("IF", "WHILE", "CALL_ONCE", "VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE")
+    def _side_effect(self, node):
+        """TFLite's OpMightHaveSideEffect: IF, WHILE, CALL_ONCE, or a resource tensor in or out."""
+        return node.name in ("IF", "WHILE", "CALL_ONCE") or any(
+            k >= 0 and self.tensors[k].type_name == "RESOURCE" for k in list(node.ins) + list(node.outs))
 
     def _map_partitions(self, compile_options):
         """Map and compile every NNAPI partition: {operator: what it became, id(partition): step}.

@@ -197,8 +197,9 @@ class Stitch:
                 self._run_nnapi(s, vals, state, new_state)
             else:
                 self._run_cpu(s, vals)
-        return [np.array(vals[t]).reshape(self.specs[t][1]) if t in self.specs else np.array(vals.get(t, self.constants.get(t)))
-                for t in self.model_outputs], new_state
+        outs = [np.array(vals[t]).reshape(self.specs[t][1]) if t in self.specs    # 1-element -> 0-d again
+                else np.array(vals.get(t, self.constants.get(t))) for t in self.model_outputs]
+        return outs, new_state
 
     def _run_nnapi(self, s, vals, state, new_state):
         from .. import nn
