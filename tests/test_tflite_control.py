@@ -147,3 +147,40 @@ def test_real_wake_word_model_runs_its_if_on_nnapi():
         got = m.run([x])
         np.testing.assert_allclose(got[0].reshape(want[0].shape), want[0], rtol=1e-5, atol=1e-5)
 
+
+
+def test_if_inside_a_while_body(tmp_path):
+    """for i in range(4): acc = acc * 2 if i < 2 else acc + x: the body's IF references two more
+    subgraphs; NNAPI nests the referenced models the same way."""
+    one = (1,)
+    main = dict(name="main",
+                tensors=[("x", F32, (3,), None), ("i0", I32, one, np.zeros(one, I32)), ("i", I32, one, None),
+                         ("acc", F32, (3,), None), ("x_out", F32, (3,), None)],     # x_out: x unchanged
+                ops=[("WHILE", [1, 0, 0], [2, 3, 4], ("WhileOptions", {"CondSubgraphIndex": 1,
+                                                                         "BodySubgraphIndex": 2}))],
+                inputs=[0], outputs=[3])
+    cond = dict(name="cond",
+                tensors=[("i", I32, one, None), ("acc", F32, (3,), None), ("x", F32, (3,), None),
+                         ("n", I32, (), np.array(4, I32)), ("go", BOOL, one, None)],
+                ops=[("LESS", [0, 3], [4], None)], inputs=[0, 1, 2], outputs=[4])
+    body = dict(name="body",
+                tensors=[("i", I32, one, None), ("acc", F32, (3,), None), ("x", F32, (3,), None),
+                         ("one", I32, (), np.array(1, I32)), ("two", I32, (), np.array(2, I32)),
+                         ("i1", I32, one, None), ("early", BOOL, one, None), ("acc1", F32, (3,), None)],
+                ops=[("ADD", [0, 3], [5], None), ("LESS", [0, 4], [6], None),
+                     ("IF", [6, 1, 2], [7], ("IfOptions", {"ThenSubgraphIndex": 3, "ElseSubgraphIndex": 4}))],
+                inputs=[0, 1, 2], outputs=[5, 7, 2])
+    double = dict(name="double",
+                  tensors=[("acc", F32, (3,), None), ("x", F32, (3,), None), ("two", F32, (), np.array(2, F32)),
+                           ("r", F32, (3,), None)],
+                  ops=[("MUL", [0, 2], [3], None)], inputs=[0, 1], outputs=[3])
+    add = dict(name="add",
+               tensors=[("acc", F32, (3,), None), ("x", F32, (3,), None), ("r", F32, (3,), None)],
+               ops=[("ADD", [0, 1], [2], None)], inputs=[0, 1], outputs=[2])
+    path = W.with_subgraphs(str(tmp_path / "nested.tflite"), main, cond, body, double, add)
+    m = T.load(path)
+    [d] = nodes(m, "WHILE")
+    assert d.kind == "nnapi", d
+    x = np.array([1, -2, 0.5], F32)
+    check(m, path, [x])
+    np.testing.assert_allclose(m.run([x])[0], x * 4 + 2 * x)
