@@ -12,20 +12,9 @@ litert = pytest.importorskip("ai_edge_litert.interpreter", reason="LiteRT (ai-ed
 pytest.importorskip("tflite", reason="the tflite parser package is not installed")
 import nnapi_py.tflite as T  # noqa: E402
 import tflite_writer as W  # noqa: E402
+from tflite_ref import reference  # noqa: E402
 
 F32, I32, BOOL = np.float32, np.int32, np.bool_
-
-
-def reference(path, inputs):
-    it = litert.Interpreter(model_path=path, experimental_op_resolver_type=litert.OpResolverType.BUILTIN_REF)
-    for d, x in zip(it.get_input_details(), inputs):
-        if tuple(d["shape"]) != x.shape:
-            it.resize_tensor_input(d["index"], x.shape)
-    it.allocate_tensors()
-    for d, x in zip(it.get_input_details(), inputs):
-        it.set_tensor(d["index"], x)
-    it.invoke()
-    return [it.get_tensor(d["index"]) for d in it.get_output_details()]
 
 
 def check(m, path, inputs):

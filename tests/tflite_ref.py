@@ -5,9 +5,9 @@ import numpy as np
 import tflite_writer
 
 
-def interpreter(path, builtin=False):
+def interpreter(path, builtin=False, shapes=None):
     """LiteRT's reference kernels; its builtin kernels (no delegate) for an op the reference
-    resolver lacks (ELU, ...) or when builtin=True."""
+    resolver lacks (ELU, ...) or when builtin=True.  shapes: the inputs resized to them first."""
     from ai_edge_litert import interpreter as litert
     try:
         if builtin:
@@ -16,12 +16,16 @@ def interpreter(path, builtin=False):
     except ValueError:
         ref = litert.Interpreter(model_path=path,
                                  experimental_op_resolver_type=litert.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    for d, shape in zip(ref.get_input_details(), shapes or ()):
+        if tuple(d["shape"]) != tuple(shape):
+            ref.resize_tensor_input(d["index"], list(shape))
     ref.allocate_tensors()
     return ref
 
 
 def reference(path, feeds):
-    ref = interpreter(path)
+    """Outputs of LiteRT's reference kernels on feeds (inputs resized to the feeds' shapes)."""
+    ref = interpreter(path, shapes=[np.shape(x) for x in feeds])
     for d, x in zip(ref.get_input_details(), feeds):
         ref.set_tensor(d["index"], x)
     ref.invoke()
