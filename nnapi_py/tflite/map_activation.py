@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import nn
 from .base import F32, FLOAT, I8, NEVER, U8, Rule, Unmapped, maps, not_of_type, of_type, option, rank_above
 
 _FLOAT_OR_QUANT8 = Rule(NEVER, "input type other than float / uint8 / int8", not_of_type(np.float32, np.float16, U8, I8))
@@ -62,12 +63,11 @@ def leaky_relu(ctx, node):
     alpha = float(o.Alpha()) if o else 0.2
     if x.dtype in FLOAT:
         a = ctx.constant(np.array([alpha], x.dtype), ctx.type(x))
+    elif alpha <= 0:
+        raise Unmapped("a quantized LEAKY_RELU with a slope <= 0")
     else:
-        from .. import nn
-        typ = nn.quant8_asymm(abs(alpha) or 1.0, 0) if x.dtype == U8 else nn.quant8_asymm_signed(abs(alpha) or 1.0, 0)
-        a = ctx.constant(np.array([1 if alpha >= 0 else -1 if x.dtype == I8 else 0], x.dtype), typ)
-        if x.dtype == U8 and alpha < 0:
-            raise Unmapped("a negative slope has no uint8 form")
+        typ = nn.quant8_asymm(alpha, 0) if x.dtype == U8 else nn.quant8_asymm_signed(alpha, 0)
+        a = ctx.constant(np.array([1], x.dtype), typ)
     return ctx.emit("PRELU", [ctx.operand(node.ins[0]), a], node.outs[0])
 
 
