@@ -230,7 +230,7 @@ def test_space_batch_round_trip_with_crops(tmp_path):
                        ("p", i32, (2, 2), np.array([[0, 0], [1, 1]], i32)), ("s", f32, (4, 2, 4, 2), None),
                        ("c", i32, (2, 2), np.array([[0, 0], [1, 1]], i32)), ("y", f32, (1, 4, 6, 2), None)],
             [("SPACE_TO_BATCH_ND", [0, 1, 2], [3], None), ("BATCH_TO_SPACE_ND", [3, 1, 4], [5], None)],
-            [0], [5], [rnd(1, 4, 6, 2)], "BATCH_TO_SPACE_ND + SLICE")
+            [0], [5], [rnd(1, 4, 6, 2)], "BATCH_TO_SPACE_ND + STRIDED_SLICE")
 
 
 def test_resize_nearest_neighbor(tmp_path):
@@ -376,3 +376,41 @@ def test_hybrid_depthwise_conv(tmp_path):
             [("DEPTHWISE_CONV_2D", [0, 1, 2], [3], ("DepthwiseConv2DOptions", {"Padding": 0, "StrideW": 1,
                                                                               "StrideH": 1, "DepthMultiplier": 1}))],
             [0], [3], [x], "DEQUANTIZE + DEPTHWISE_CONV_2D", tol=2e-2, builtin=True)
+
+
+# -- what a mapping emits at a feature level is valid on a runtime of that level
+def _emulated(level):
+    from nnapi_py import nn
+    return nn.emulated(feature_level=level)
+
+
+@pytest.mark.parametrize("level,case", [
+    (3, "hard_swish"), (3, "pack"), (3, "cos"), (3, "batch_matmul"), (3, "select_v2"), (2, "batch_to_space"),
+    (5, "pack")])
+def test_lowerings_valid_on_a_runtime_of_that_level(tmp_path, level, case):
+    """Loaded with feature_level=N while the runtime itself emulates release N (NNAPI_PY_FEATURE_LEVEL):
+    the model builds and compiles there, so every operation the mapping emits exists at that level (HARD_SWISH decomposed below 4, PACK as
+    RESHAPE + CONCATENATION below 6, ...), and the result still matches LiteRT."""
+    models = {
+        "hard_swish": (unary_model("HARD_SWISH"), [rnd(2, 3, 4, lo=-5, hi=5)]),
+        "pack": (([("a", f32, (2, 3), None), ("b", f32, (2, 3), None), ("y", f32, (2, 2, 3), None)],
+                  [("PACK", [0, 1], [2], ("PackOptions", {"ValuesCount": 2, "Axis": 1}))], [0, 1], [2]),
+                 [rnd(2, 3), rnd(2, 3)]),
+        "cos": (unary_model("COS"), [rnd(2, 3, 4)]),
+        "batch_matmul": (([("a", f32, (2, 3, 4), None), ("b", f32, (4, 5), rnd(4, 5)), ("y", f32, (2, 3, 5), None)],
+                          [("BATCH_MATMUL", [0, 1], [2], None)], [0], [2]), [rnd(2, 3, 4)]),
+        "select_v2": (([("c", b8, (2, 3), None), ("a", f32, (1, 3), None), ("b", f32, (2, 3), None),
+                        ("y", f32, (2, 3), None)], [("SELECT_V2", [0, 1, 2], [3], None)], [0, 1, 2], [3]),
+                      [rng.random((2, 3)) > 0.5, rnd(1, 3), rnd(2, 3)]),
+        "batch_to_space": (([("x", f32, (4, 2, 4, 1), None), ("b", i32, (2,), np.array([2, 2], i32)),
+                             ("c", i32, (2, 2), np.array([[0, 0], [1, 1]], i32)), ("y", f32, (1, 4, 6, 1), None)],
+                            [("BATCH_TO_SPACE_ND", [0, 1, 2], [3], None)], [0], [3]), [rnd(4, 2, 4, 1)]),
+    }
+    model, feeds = models[case]
+    import tflite_writer
+    import nnapi_py.tflite as T
+    path = tflite_writer.write(str(tmp_path / "v.tflite"), *model)
+    with _emulated(level):                      # built and compiled by a runtime of that level
+        m = T.load(path, feature_level=level)
+    assert all(not str(done).startswith(("CPU", "unmapped")) for _, _, done in m.mapping), m.mapping
+    compare(tmp_path, *model, feeds, level=level)     # (run on today's runtime: FL2 has no compute call)

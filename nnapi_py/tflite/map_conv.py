@@ -82,6 +82,7 @@ def conv_2d(ctx, node):
 
 @maps("DEPTHWISE_CONV_2D", rules=_CONV_BEFORE_3 + [
     Rule(3, "dilation", _dilated("DepthwiseConv2DOptions")),
+    Rule(3, "int8 weights with float activations (hybrid: NNAPI DEQUANTIZE of the weights)", hybrid),
     Rule(NEVER, "int8 weights with float activations (hybrid)", hybrid, beyond=True),
     Rule(NEVER, "an omitted bias", _no_bias, beyond=True)])
 def depthwise_conv_2d(ctx, node):

@@ -207,7 +207,8 @@ def _crops(c, n):
 
 @maps("BATCH_TO_SPACE_ND", level=2, rules=[Rule(NEVER, "non-zero crops", _crops, beyond=True)])
 def batch_to_space_nd(ctx, node):
-    """BATCH_TO_SPACE_ND; crops (NNAPI has none) become a SLICE of its result."""
+    """BATCH_TO_SPACE_ND; crops (NNAPI has none) become a STRIDED_SLICE of its result (feature
+    level 2, like BATCH_TO_SPACE_ND)."""
     crops = ctx.const(node.ins[2], "the crops").astype(np.int64).reshape(-1, 2)
     if not np.any(crops):
         return ctx.emit("BATCH_TO_SPACE_ND", [ctx.operand(node.ins[0]), ctx.operand(node.ins[1])], node.outs[0])
@@ -218,8 +219,9 @@ def batch_to_space_nd(ctx, node):
     y = ctx.op("BATCH_TO_SPACE_ND", ctx.operand(node.ins[0]), ctx.operand(node.ins[1]),
                outputs=[(ctx.type(out), tuple(full))])
     begin = [0] + [int(a) for a, _ in crops] + [0] * (len(full) - 1 - len(crops))
-    ctx.emit("SLICE", [y, ctx.ivec(begin), ctx.ivec(out.shape)], node.outs[0])
-    return "BATCH_TO_SPACE_ND + SLICE"
+    end = [b + n for b, n in zip(begin, out.shape)]
+    ctx.emit("STRIDED_SLICE", [y, ctx.ivec(begin), ctx.ivec(end), ctx.ivec([1] * len(end)), 0, 0, 0], node.outs[0])
+    return "BATCH_TO_SPACE_ND + STRIDED_SLICE"
 
 
 def _resize_rules(cls, level):
