@@ -33,11 +33,12 @@ def reference(path, feeds):
 
 
 def compare(tmp_path, tensors, ops, inputs, outputs, feeds, expect=None, level=None, tol=1e-5, steps=1, name="m",
-            builtin=False, qtol=0):
+            builtin=False, qtol=0, cpu=False):
     """Load at `level` (None: the runtime's), run `steps` times on feeds, compare with LiteRT's
     reference kernels (float: |ours - ref| <= tol (1 + |ref|); integers / bools: equal);
     `expect` must appear in the model's mapping; builtin=True: against LiteRT's builtin kernels;
-    qtol: integer outputs within that many quantization steps.
+    qtol: integer outputs within that many quantization steps; every operator must run on NNAPI
+    (or be folded) unless cpu=True.
     Returns the model."""
     import nnapi_py.tflite as T
     path = tflite_writer.write(str(tmp_path / f"{name}.tflite"), tensors, ops, inputs, outputs)
@@ -57,6 +58,9 @@ def compare(tmp_path, tensors, ops, inputs, outputs, feeds, expect=None, level=N
                 assert np.abs(g.astype(np.int64) - want.astype(np.int64)).max() <= qtol, d["name"]
             else:
                 np.testing.assert_array_equal(g.astype(want.dtype), want, err_msg=d["name"])
+    if not cpu:
+        off = [x for x in m.mapping if str(x[2]).startswith(("CPU", "unmapped"))]
+        assert not off, off
     if expect:
         text = "\n".join(str(x) for x in m.mapping)
         assert expect in text, text

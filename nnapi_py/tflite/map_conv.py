@@ -125,19 +125,23 @@ def transpose_conv(ctx, node):
     w = ctx.tensors[node.ins[1]]
     x = ctx.tensors[node.ins[2]]
     fuse = fuse_code(o) if o is not None and hasattr(o, "FusedActivationFunction") else 0
+    # int8 input: NNAPI wants a per-channel filter (a per-tensor scale repeated, as the delegate's
+    # NN_TENSOR_FLAG_FORCE_PER_CHANNEL), whose bias has scale 0
+    per_channel = x.dtype == I8 and w.dtype == I8
+    if per_channel and w.scales is None:
+        if w.zp:
+            raise Unmapped("an int8 filter with a zero point")
+        w_op = ctx.constant(np.ascontiguousarray(w.value), nn.quant8_symm_per_channel([w.scale] * w.shape[0], 0))
+    else:
+        w_op = ctx.operand(node.ins[1])
     if len(node.ins) > 3 and node.ins[3] >= 0:
-        bias = ctx.operand(node.ins[3])
+        bias = ctx.constant(np.ascontiguousarray(ctx.const(node.ins[3], "the bias")),
+                            nn.OperandType(nn.int32.code, 0.0, 0)) if per_channel else ctx.operand(node.ins[3])
     elif x.dtype in FLOAT:
         bias = ctx.constant(np.zeros(w.shape[0], x.dtype), ctx.type(x))
     else:
-        scale = 0.0 if w.scales else x.scale * w.scale
+        scale = 0.0 if per_channel or w.scales else x.scale * w.scale
         bias = ctx.constant(np.zeros(w.shape[0], np.int32), nn.OperandType(nn.int32.code, scale, 0))
-    if x.dtype == I8 and w.dtype == I8 and w.scales is None:      # NNAPI: per-channel filter with int8 input
-        w_op = ctx.constant(np.ascontiguousarray(w.value), nn.quant8_symm_per_channel([w.scale] * w.shape[0], 0))
-        if w.zp:
-            raise Unmapped("an int8 filter with a zero point")
-    else:
-        w_op = ctx.operand(node.ins[1])
     shape = ctx.ivec(ctx.const(node.ins[0], "the output shape"))
     return ctx.emit("TRANSPOSE_CONV_2D", [ctx.operand(node.ins[2]), w_op, bias, shape, PADDING[o.Padding()],
                                           o.StrideW(), o.StrideH(), fuse, False], node.outs[0])
