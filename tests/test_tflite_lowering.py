@@ -28,6 +28,8 @@ def check(tmp_path, tensors, ops, inputs, outputs, feeds, expect=None, level=Non
     for d, g in zip(ref.get_output_details(), got):
         want = ref.get_tensor(d["index"])
         np.testing.assert_allclose(g.reshape(want.shape), want, rtol=1e-6, atol=1e-6)
+    off = [x for x in m.mapping if str(x[2]).startswith(("CPU", "unmapped"))]
+    assert not off, off                          # every operator on NNAPI (or folded)
     if expect:
         assert expect in m.report(), m.report()
     return m
