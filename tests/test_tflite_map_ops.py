@@ -414,3 +414,44 @@ def test_lowerings_valid_on_a_runtime_of_that_level(tmp_path, level, case):
         m = T.load(path, feature_level=level)
     assert all(not str(done).startswith(("CPU", "unmapped")) for _, _, done in m.mapping), m.mapping
     compare(tmp_path, *model, feeds, level=level)     # (run on today's runtime: FL2 has no compute call)
+
+
+# -- beyond the delegate: lowerings for what it leaves on the CPU
+@pytest.mark.parametrize("mode", [0, 1])
+@pytest.mark.parametrize("level", [3, 6])
+def test_mirror_pad_below_level_7_gathers(tmp_path, mode, level):
+    pads = np.array([[0, 0], [2, 1], [1, 2], [0, 0]], i32)
+    with _emulated(level):
+        compare(tmp_path, [("x", f32, (1, 3, 4, 2), None), ("p", i32, (4, 2), pads), ("y", f32, (1, 6, 7, 2), None)],
+                [("MIRROR_PAD", [0, 1], [2], ("MirrorPadOptions", {"Mode": mode}))], [0], [2], [rnd(1, 3, 4, 2)],
+                "GATHER + GATHER", level=level)
+
+
+def test_reverse_below_level_7_gathers(tmp_path):
+    with _emulated(3):
+        compare(tmp_path, [("x", f32, (2, 3, 4), None), ("ax", i32, (2,), np.array([1, 2], i32)),
+                           ("y", f32, (2, 3, 4), None)],
+                [("REVERSE_V2", [0, 1], [2], None)], [0], [2], [rnd(2, 3, 4)], "GATHER + GATHER", level=3)
+
+
+def test_square(tmp_path):
+    compare(tmp_path, *unary_model("SQUARE"), [rnd(2, 3, 4)], "MUL")
+
+
+def test_select_v2_broadcasts_a_bool_condition(tmp_path):
+    compare(tmp_path, [("c", b8, (1, 3), None), ("a", f32, (2, 3), None), ("b", f32, (2, 3), None),
+                       ("y", f32, (2, 3), None)],
+            [("SELECT_V2", [0, 1, 2], [3], None)], [0, 1, 2], [3],
+            [rng.random((1, 3)) > 0.5, rnd(2, 3), rnd(2, 3)], "LOGICAL_OR")
+
+
+def test_gather_with_a_scalar_position(tmp_path):
+    """A constant scalar position, and one computed in the graph (an ARG_MAX of a vector; precise_vad's
+    WHILE body indexes its frames with a scalar loop counter)."""
+    compare(tmp_path, [("x", f32, (3, 4, 5), None), ("i", i32, (), np.array(2, i32)), ("y", f32, (3, 5), None)],
+            [("GATHER", [0, 1], [2], ("GatherOptions", {"Axis": 1}))], [0], [2], [rnd(3, 4, 5)], "GATHER + RESHAPE")
+    compare(tmp_path, [("x", f32, (3, 4, 5), None), ("v", f32, (4,), None), ("ax", i32, (), np.array(0, i32)),
+                       ("i", i32, (), None), ("y", f32, (3, 5), None)],
+            [("ARG_MAX", [1, 2], [3], ("ArgMaxOptions", {"OutputType": 2})),
+             ("GATHER", [0, 3], [4], ("GatherOptions", {"Axis": 1}))], [0, 1], [4],
+            [rnd(3, 4, 5), np.array([0.1, 0.3, 2.0, -1.0], f32)], "GATHER + RESHAPE", name="m2")

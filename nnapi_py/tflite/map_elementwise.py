@@ -86,6 +86,13 @@ def neg(ctx, node):
     return ctx.emit("NEG", [ctx.operand(node.ins[0])], node.outs[0])
 
 
+@maps("SQUARE", level=3, delegate=False, rules=[Rule(NEVER, "non-float input", not_of_type(*FLOAT))])
+def square(ctx, node):
+    """x * x (TFLite's SQUARE; not a delegate builtin)."""
+    x = ctx.operand(node.ins[0])
+    return ctx.emit("MUL", [x, x, 0], node.outs[0])
+
+
 @maps("FLOOR")
 def floor(ctx, node):
     return ctx.emit("FLOOR", [ctx.operand(node.ins[0])], node.outs[0])
@@ -140,7 +147,10 @@ def _select(ctx, node):
     for k in node.ins:
         t = ctx.tensors[k]
         o = ctx.operand(k)
-        if tuple(t.shape) != tuple(out.shape):
+        if tuple(t.shape) != tuple(out.shape) and t.dtype == BOOL:     # (no RESHAPE / TILE of BOOL8)
+            false = ctx.constant(np.zeros(out.shape, np.bool_), nn.bool8)
+            o = ctx.op("LOGICAL_OR", o, false, outputs=[(nn.bool8, tuple(out.shape))])
+        elif tuple(t.shape) != tuple(out.shape):
             shape = [1] * (len(out.shape) - len(t.shape)) + list(t.shape)
             o = ctx.op("RESHAPE", o, ctx.ivec(shape), outputs=[(ctx.type(t), tuple(shape))])
             reps = [a // b if b else 1 for a, b in zip(out.shape, shape)]
@@ -148,5 +158,5 @@ def _select(ctx, node):
         args.append(o)
     ctx.emit("SELECT", args, node.outs[0])
     return "SELECT" if all(tuple(ctx.tensors[k].shape) == tuple(out.shape) for k in node.ins) else \
-        "SELECT (operands broadcast with RESHAPE + TILE)"
+        "SELECT (operands broadcast: RESHAPE + TILE, a condition LOGICAL_OR)"
 

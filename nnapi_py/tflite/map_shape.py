@@ -155,25 +155,64 @@ def pad(ctx, node):
     return ctx.emit("PAD_V2", args + [int(v)], node.outs[0])      # a quantized value: INT32 scalar
 
 
-@maps("MIRROR_PAD", level=7, rules=[
+def _gather_chain(ctx, node, indices):
+    """Below feature level 7 (no MIRROR_PAD / REVERSE): one GATHER (feature level 3) per axis
+    with constant indices -- {axis: index vector} -- beyond the delegate."""
+    x = ctx.tensors[node.ins[0]]
+    cur, shape = ctx.operand(node.ins[0]), list(x.shape)
+    axes = sorted(indices)
+    for i, axis in enumerate(axes):
+        shape[axis] = len(indices[axis])
+        args = [cur, axis, ctx.ivec(indices[axis])]
+        if i == len(axes) - 1:
+            ctx.emit("GATHER", args, node.outs[0])
+        else:
+            cur = ctx.op("GATHER", *args, outputs=[(ctx.type(x), tuple(shape))])
+    return " + ".join(["GATHER"] * len(axes))
+
+
+_BELOW_7 = Rule(7, "the NNAPI operation (below, nnapi_py gathers with constant indices)", beyond=True)
+
+
+@maps("MIRROR_PAD", level=3, rules=[
+    _BELOW_7,
     Rule(NEVER, "input type other than float32 / uint8 / int8 / int32", not_of_type(F32, F16, U8, I8, I32)),
     Rule(NEVER, "an input with no elements", _empty_input)])
 def mirror_pad(ctx, node):
+    """MIRROR_PAD (feature level 7); below, a GATHER per padded axis of the reflected indices."""
     o = node.options("MirrorPadOptions")
     mode = int(o.Mode()) if o else 0                # TFLite REFLECT 0, SYMMETRIC 1 = NNAPI's codes
     pads = ctx.const(node.ins[1], "paddings").astype(np.int32)
-    return ctx.emit("MIRROR_PAD", [ctx.operand(node.ins[0]), ctx.constant(np.ascontiguousarray(pads)), mode],
-                    node.outs[0])
+    if ctx.level >= 7:
+        return ctx.emit("MIRROR_PAD", [ctx.operand(node.ins[0]), ctx.constant(np.ascontiguousarray(pads)), mode],
+                        node.outs[0])
+    x = ctx.tensors[node.ins[0]]
+    idx = {}
+    for axis, (before, after) in enumerate(pads.reshape(-1, 2)):
+        if before or after:
+            n = x.shape[axis]
+            i = np.arange(-int(before), n + int(after))
+            period = 2 * n - (2 if mode == 0 else 0)            # reflect excludes the edge, symmetric repeats it
+            i = np.mod(i, max(period, 1))
+            i = np.where(i >= n, period - i - (0 if mode == 0 else 1), i)
+            idx[axis] = i
+    if not idx:
+        return ctx.emit("RESHAPE", [ctx.operand(node.ins[0]), ctx.ivec(x.shape)], node.outs[0])
+    return _gather_chain(ctx, node, idx)
 
 
-@maps("REVERSE_V2", level=7, rules=[
+@maps("REVERSE_V2", level=3, rules=[
+    _BELOW_7,
     Rule(NEVER, "input type other than float32 / uint8 / int8 / int32", not_of_type(F32, F16, U8, I8, I32))])
 def reverse_v2(ctx, node):
-    """REVERSE (one axis per operation: several axes become a chain)."""
+    """REVERSE (feature level 7; one axis per operation: several axes become a chain); below, a
+    GATHER of the reversed indices per axis."""
     x = ctx.tensors[node.ins[0]]
     axes = sorted({int(a) % len(x.shape) for a in ctx.const(node.ins[1], "the axes").reshape(-1)})
     if not axes:
         raise Unmapped("no axis to reverse")
+    if ctx.level < 7:
+        return _gather_chain(ctx, node, {a: np.arange(x.shape[a])[::-1] for a in axes})
     cur = ctx.operand(node.ins[0])
     for a in axes[:-1]:
         cur = ctx.op("REVERSE", cur, ctx.ivec([a]), outputs=[(ctx.type(x), x.shape)])

@@ -11,12 +11,27 @@ _FLOAT_OR_QUANT8 = Rule(NEVER, "input type other than float / uint8 / int8", not
 @maps("GATHER", level=3, rules=[
     Rule(NEVER, "input type other than float / int32 / uint8 / int8", not_of_type(F32, F16, I32, U8, I8)),
     Rule(NEVER, "non-int32 positions", not_of_type(I32, which=1)),
-    Rule(NEVER, "scalar positions", lambda c, n: c.tensors[n.ins[1]].shape == ())])
+    Rule(NEVER, "scalar positions", lambda c, n: c.tensors[n.ins[1]].shape == (), beyond=True),
+    Rule(NEVER, "batch_dims", lambda c, n: (lambda o: o is not None and o.BatchDims() != 0)(n.options("GatherOptions")))])
 def gather(ctx, node):
+    """GATHER; a scalar position (beyond the delegate) is gathered as a vector of one (a computed
+    scalar is [1] in NNAPI), and the axis of size one removed by a RESHAPE."""
     o = node.options("GatherOptions")
     x = ctx.tensors[node.ins[0]]
     axis = int(o.Axis()) % len(x.shape) if o else 0
-    return ctx.emit("GATHER", [ctx.operand(node.ins[0]), axis, ctx.operand(node.ins[1])], node.outs[0])
+    pos = ctx.tensors[node.ins[1]]
+    if pos.shape != ():
+        return ctx.emit("GATHER", [ctx.operand(node.ins[0]), axis, ctx.operand(node.ins[1])], node.outs[0])
+    # a computed scalar is [1] on the NNAPI side (NNAPI has no rank 0; the delegate declares scalars [1])
+    p = ctx.ivec([int(pos.value.reshape(-1)[0])]) if pos.value is not None else ctx.operand(node.ins[1])
+    out = ctx.tensors[node.outs[0]]
+    shape = tuple(x.shape[:axis]) + (1,) + tuple(x.shape[axis + 1:])
+    if not out.shape:
+        ctx.emit("GATHER", [ctx.operand(node.ins[0]), axis, p], node.outs[0])
+        return "GATHER"
+    g = ctx.op("GATHER", ctx.operand(node.ins[0]), axis, p, outputs=[(ctx.type(out), shape)])
+    ctx.emit("RESHAPE", [g, ctx.ivec(out.shape)], node.outs[0])
+    return "GATHER + RESHAPE"
 
 
 @maps("SLICE", level=3, rules=[
