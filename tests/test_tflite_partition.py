@@ -180,8 +180,9 @@ def test_partition_boundaries_and_order():
                              not_boundary={9})
     assert [(p.nnapi, p.nodes, p.inputs, p.outputs) for p in ps] == [
         (True, [0], [0], [1]), (False, [1], [1], [2]), (True, [2], [2, 1], [3])]
-    assert partition.replacing_line(ps, 3) == ("Replacing 2 out of 3 node(s) with delegate (TfLiteNnapiDelegate) "
-                                               "node, yielding 3 partitions for subgraph 0.")
+    assert partition.replacing_line(ps, 3, 0, "main") == (
+        "Replacing 2 out of 3 node(s) with delegate (TfLiteNnapiDelegate) node, yielding 3 partitions for subgraph 0 "
+        "(main).")
 
 
 def test_side_effect_nodes_keep_their_order():

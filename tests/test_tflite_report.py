@@ -67,30 +67,34 @@ def mirror_pad(tmp_path):
     return path, [x]
 
 
-# (model, the rule's operator index, the first release the delegate takes it, its reason below that)
-RULES = {"BATCH_MATMUL": (batch_matmul, 6, "BATCH_MATMUL needs feature level 6 (Android 13)"),
-         "ELU": (elu, 4, "ELU needs feature level 4 (Android 11)"),
-         "MIRROR_PAD": (mirror_pad, 7, "MIRROR_PAD needs feature level 7 (Android 14)")}
+# (model, the first release the delegate takes the operator, the first nnapi_py runs it on NNAPI,
+#  the delegate's reason below that)
+RULES = {"BATCH_MATMUL": (batch_matmul, 6, 6, "BATCH_MATMUL needs feature level 6 (Android 13)"),
+         "ELU": (elu, 4, 4, "ELU needs feature level 4 (Android 11)"),
+         "MIRROR_PAD": (mirror_pad, 7, 1, "needs feature level 7 (Android 14)")}   # below 7: GATHERs here
 
 
 @pytest.mark.parametrize("level", LEVELS)
 @pytest.mark.parametrize("rule", sorted(RULES))
 def test_report_follows_the_delegate_per_release(tmp_path, rule, level):
-    build, need, why = RULES[rule]
+    build, delegate_from, ours_from, why = RULES[rule]
     path, shapes = build(tmp_path)
     m = T.load(path, feature_level=level)
     rep = m.report()
     assert f"at feature level {level} (" in rep
-    if level >= need:
-        assert m.decisions[1].kind == "nnapi" and [p.nnapi for p in m.partitions] == [True]
+    if level >= delegate_from:
         assert ("Replacing 3 out of 3 node(s) with delegate (TfLiteNnapiDelegate) node, yielding 1 partitions "
-                "for subgraph 0.") in rep
+                "for subgraph 0 (") in rep
+    else:
+        assert "Replacing 2 out of 3 node(s) with delegate (TfLiteNnapiDelegate) node, yielding 3 partitions" in rep
+        assert why in rep
+    if level >= ours_from:
+        assert m.decisions[1].kind == "nnapi" and [p.nnapi for p in m.partitions] == [True]
         assert f"-> {m.decisions[1].text}" in rep
+        assert ("[the delegate: CPU, " in rep) == (level < delegate_from)
     else:
         assert m.decisions[1].kind == "cpu" and why in m.decisions[1].text
-        assert [p.nnapi for p in m.partitions] == [True, False, True]
-        assert "Replacing 2 out of 3 node(s) with delegate (TfLiteNnapiDelegate) node, yielding 3 partitions" in rep
-        assert "partition 2: CPU (LiteRT)" in rep and why in rep
+        assert [p.nnapi for p in m.partitions] == [True, False, True] and "partition 2: CPU (LiteRT)" in rep
     feeds = [rng.normal(size=s).astype(f32) for s in shapes]
     np.testing.assert_allclose(m.run(feeds)[0], reference(path, feeds), rtol=1e-5, atol=1e-5)
 
@@ -171,3 +175,24 @@ def test_a_graph_with_dynamic_tensors_is_not_delegated_at_all(tmp_path):
     x, s = np.arange(6, dtype=f32) - 3, np.array([2, 3], i32)
     np.testing.assert_array_equal(m.run([x, s])[0], np.abs(x).reshape(2, 3))
     assert "would not be applied" not in T.load(batch_matmul(tmp_path)[0]).report()
+
+
+def test_each_subgraph_gets_its_own_line(tmp_path):
+    """TFLite applies the delegate to every subgraph: an IF's branches get their own lines (the
+    IF itself stays on the CPU for the delegate, nnapi_py runs it as NNAPI IF from level 4)."""
+    bool_ = np.bool_
+    main = dict(name="main", tensors=[("c", bool_, (1,), None), ("x", f32, (2, 3), None), ("y", f32, (2, 3), None)],
+                ops=[("IF", [0, 1], [2], ("IfOptions", {"ThenSubgraphIndex": 1, "ElseSubgraphIndex": 2}))],
+                inputs=[0, 1], outputs=[2])
+    then = dict(name="then", tensors=[("x", f32, (2, 3), None), ("r", f32, (2, 3), None), ("s", f32, (2, 3), None)],
+                ops=[("ABS", [0], [1], None), ("ELU", [1], [2], None)], inputs=[0], outputs=[2])
+    other = dict(name="else", tensors=[("x", f32, (2, 3), None), ("r", f32, (2, 3), None)],
+                 ops=[("NEG", [0], [1], None)], inputs=[0], outputs=[1])
+    path = tflite_writer.with_subgraphs(str(tmp_path / "if.tflite"), main, then, other)
+    rep = T.load(path, feature_level=3).report()
+    assert "(no line for subgraph 0: no node is delegated" in rep
+    assert ("Replacing 1 out of 2 node(s) with delegate (TfLiteNnapiDelegate) node, yielding 2 partitions for "
+            "subgraph 1 (then).") in rep                  # ELU needs feature level 4
+    assert "Replacing 1 out of 1 node(s) with delegate (TfLiteNnapiDelegate) node, yielding 1 partitions for " \
+           "subgraph 2 (else)." in rep
+    assert "yielding 1 partitions for subgraph 1 (then)." in T.load(path, feature_level=4).report()

@@ -261,9 +261,7 @@ class TfliteModel:
         self._stitch = partition.Stitch(steps, g.inputs, g.outputs, consts, specs)
 
     def _side_effect(self, node):
-        """TFLite's OpMightHaveSideEffect: IF, WHILE, CALL_ONCE, or a resource tensor in or out."""
-        return node.name in ("IF", "WHILE", "CALL_ONCE") or any(
-            k >= 0 and self.tensors[k].type_name == "RESOURCE" for k in list(node.ins) + list(node.outs))
+        return partition.might_have_side_effect(node, self.tensors)
 
     def _map_partitions(self, compile_options):
         """Map and compile every NNAPI partition: {operator: what it became, id(partition): step}.

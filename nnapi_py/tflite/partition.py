@@ -101,13 +101,20 @@ def delegate_partitions(nodes: Sequence[Node], supported: Set[int], model_output
     return parts
 
 
-def replacing_line(parts: Sequence[Partition], n_nodes: int, subgraph: int = 0) -> str:
-    """TFLite's log line as logcat shows it (TFLite logs none when nothing is delegated)."""
+def replacing_line(parts: Sequence[Partition], n_nodes: int, subgraph: int = 0, name: str = "") -> str:
+    """TFLite's log line as logcat shows it (subgraph.cc; TFLite logs none when nothing is delegated)."""
     n = sum(len(p.nodes) for p in parts if p.nnapi)
     if not n:
-        return "(no line: no node is delegated, TfLiteNnapiDelegate is not applied)"
+        return f"(no line for subgraph {subgraph}: no node is delegated, TfLiteNnapiDelegate is not applied)"
     return (f"Replacing {n} out of {n_nodes} node(s) with delegate (TfLiteNnapiDelegate) node, "
-            f"yielding {len(parts)} partitions for subgraph {subgraph}.")
+            f"yielding {len(parts)} partitions for subgraph {subgraph} ({name}).")
+
+
+def might_have_side_effect(node, tensors) -> bool:
+    """TFLite's OpMightHaveSideEffect: IF, WHILE, CALL_ONCE, or a resource tensor in or out (a
+    reader Node and its graph's tensors)."""
+    return node.name in ("IF", "WHILE", "CALL_ONCE") or any(
+        k >= 0 and tensors[k].type_name == "RESOURCE" for k in list(node.ins) + list(node.outs))
 
 
 # -- running the partitions one after another ------------------------------------------------------------

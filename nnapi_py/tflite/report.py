@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 
 from . import partition
-from .base import ANDROID_OF_LEVEL, decide
+from .base import ANDROID_OF_LEVEL, Ctx, decide
 
 _API_LEVEL = {1: 27, 2: 28, 3: 29, 4: 30, 5: 31, 6: 33, 7: 34, 8: 35}
 
@@ -25,9 +25,16 @@ def release(level: int) -> str:
     return f"feature level {level} ({ANDROID_OF_LEVEL.get(level, '?')}, API {_API_LEVEL.get(level, '?')})"
 
 
-def delegate_view(model):
-    """(the delegate's partitions, {operator: why the delegate would not take it}) at the model's level."""
-    g, ctx = model.graph, model.ctx
+def delegate_view(model, subgraph=0):
+    """(the delegate's partitions of a subgraph, {operator: why the delegate would not take it}) at
+    the model's level.  TFLite applies the delegate to every subgraph (IF / WHILE bodies too), each
+    on its own; subgraph 0 is judged with its values folded at load, the others as read."""
+    if subgraph == 0:
+        g, ctx = model.graph, model.ctx
+    else:
+        g = model.reader.graph(subgraph)
+        ctx = Ctx(g, None, model.feature_level)
+        ctx.filters = {n.ins[1] for n in g.nodes if n.name in ("CONV_2D", "DEPTHWISE_CONV_2D") and len(n.ins) > 1}
     refused = {}
     for node in g.nodes:
         entry, reasons = decide(ctx, node, delegate=True)
@@ -35,7 +42,7 @@ def delegate_view(model):
             reasons = [f"the NNAPI delegate does not map {node.name}"]
         if reasons:
             refused[node.index] = "; ".join(reasons)
-    nodes = [partition.Node(n.index, n.ins, n.outs, model._side_effect(n)) for n in g.nodes]
+    nodes = [partition.Node(n.index, n.ins, n.outs, partition.might_have_side_effect(n, g.tensors)) for n in g.nodes]
     parts = partition.delegate_partitions(nodes, {n.index for n in g.nodes} - set(refused), g.outputs,
                                           max_partitions=model.max_partitions)
     return parts, refused
@@ -70,7 +77,12 @@ def render(model) -> str:
                      + " is dynamic-sized; TFLite would log: Attempting to use a delegate that only supports "
                      "static-sized tensors with a graph that has dynamic-sized tensors.")
     else:
-        lines.append(f"TfLiteNnapiDelegate would log: {partition.replacing_line(parts, n)}")
+        lines.append(f"TfLiteNnapiDelegate would log: {partition.replacing_line(parts, n, 0, g.name)}")
+        for k in range(1, model.reader.n_graphs):       # IF / WHILE bodies, CALL_ONCE initialisers
+            sub = model.reader.graph(k)
+            if sub.nodes:
+                line = partition.replacing_line(delegate_view(model, k)[0], len(sub.nodes), k, sub.name)
+                lines.append(f"TfLiteNnapiDelegate would log: {line}")
     ours = model.partitions
     kinds = {}
     for d in model.decisions:
