@@ -455,3 +455,13 @@ def test_gather_with_a_scalar_position(tmp_path):
             [("ARG_MAX", [1, 2], [3], ("ArgMaxOptions", {"OutputType": 2})),
              ("GATHER", [0, 3], [4], ("GatherOptions", {"Axis": 1}))], [0, 1], [4],
             [rnd(3, 4, 5), np.array([0.1, 0.3, 2.0, -1.0], f32)], "GATHER + RESHAPE", name="m2")
+
+
+@pytest.mark.parametrize("shape_in,shape_out", [((1, 1), ()), ((1,), (1, 1)), ((1, 1, 1), (1,))])
+def test_reshape_of_one_bool(tmp_path, shape_in, shape_out):
+    """oww_hey_jarvis's IF condition: a bool of one element reshaped (NNAPI cannot RESHAPE BOOL8);
+    compared through a SELECT so the output is not a bool of rank 0."""
+    compare(tmp_path, [("c", b8, shape_in, None), ("r", b8, shape_out, None), ("a", f32, (2, 3), None),
+                       ("b", f32, (2, 3), None), ("y", f32, (2, 3), None)],
+            [("RESHAPE", [0], [1], None), ("SELECT_V2", [1, 2, 3], [4], None)], [0, 2, 3], [4],
+            [np.array(True).reshape(shape_in), rnd(2, 3), rnd(2, 3)], "LOGICAL_OR")

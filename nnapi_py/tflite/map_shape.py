@@ -5,19 +5,40 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import nn
 from .base import (F16, F32, FLOAT, I8, I32, NEVER, U8, Rule, Unmapped, maps, not_constant, not_of_type,
                    of_type, option, rank_above)
 
 _FLOAT_OR_QUANT8 = Rule(NEVER, "input type other than float / uint8 / int8", not_of_type(F32, F16, U8, I8))
 
 
+def _one_bool(c, n):
+    x = c.tensors[n.ins[0]]
+    return x.dtype == np.bool_ and int(np.prod(x.shape)) == 1
+
+
 @maps("RESHAPE", rules=[Rule(6, "int32 tensors", of_type(I32)),
+                        Rule(NEVER, "bool tensors", lambda c, n: of_type(np.bool_)(c, n) and not _one_bool(c, n)),
+                        Rule(NEVER, "a bool of one element (as REDUCE_ANY, LOGICAL_OR)", _one_bool, beyond=True),
                         Rule(NEVER, "input or output rank above 4",
                              lambda c, n: rank_above(4)(c, n) or rank_above(4, out=True)(c, n)),
                         Rule(NEVER, "a computed new shape", lambda c, n: len(n.ins) > 1 and n.ins[1] >= 0
                              and c.tensors[n.ins[1]].value is None, beyond=True)])
 def reshape(ctx, node):
-    return ctx.emit("RESHAPE", [ctx.operand(node.ins[0]), ctx.ivec(ctx.tensors[node.outs[0]].shape)], node.outs[0])
+    """RESHAPE to the output's static shape (a scalar is [1] in NNAPI, as the delegate declares it).
+    A bool of one element (an IF condition), which NNAPI cannot RESHAPE: REDUCE_ANY over every axis
+    gives [1], a LOGICAL_OR with False of the output shape broadcasts it to a higher rank."""
+    out = ctx.tensors[node.outs[0]]
+    if _one_bool(ctx, node):
+        x = ctx.tensors[node.ins[0]]
+        src = ctx.operand(node.ins[0])
+        if len(x.shape) > 1:
+            src = ctx.op("REDUCE_ANY", src, ctx.ivec(range(len(x.shape))), False, outputs=[(nn.bool8, (1,))])
+        false = ctx.constant(np.zeros(out.shape if len(out.shape) > 1 else (1,), np.bool_), nn.bool8)
+        ctx.emit("LOGICAL_OR", [src, false], node.outs[0])
+        return "LOGICAL_OR" if len(x.shape) <= 1 else "REDUCE_ANY + LOGICAL_OR"
+    return ctx.emit("RESHAPE", [ctx.operand(node.ins[0]), ctx.ivec(ctx.tensors[node.outs[0]].shape or [1])],
+                    node.outs[0])
 
 
 @maps("SQUEEZE", level=2, rules=[Rule(3, "squeezing every size-1 dimension (no squeeze_dims)",
