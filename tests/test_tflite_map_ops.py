@@ -465,3 +465,14 @@ def test_reshape_of_one_bool(tmp_path, shape_in, shape_out):
                        ("b", f32, (2, 3), None), ("y", f32, (2, 3), None)],
             [("RESHAPE", [0], [1], None), ("SELECT_V2", [1, 2, 3], [4], None)], [0, 2, 3], [4],
             [np.array(True).reshape(shape_in), rnd(2, 3), rnd(2, 3)], "LOGICAL_OR")
+
+
+def test_reduce_all_broadcast_to_floor_div(tmp_path):
+    """Builtins the delegate does not map, with an NNAPI form: REDUCE_ALL, BROADCAST_TO (RESHAPE +
+    TILE), FLOOR_DIV on floats (DIV + FLOOR)."""
+    compare(tmp_path, [("c", b8, (2, 3), None), ("ax", i32, (1,), np.array([1], i32)), ("r", b8, (2,), None),
+                       ("x", f32, (3,), None), ("s", i32, (2,), np.array([2, 3], i32)), ("t", f32, (2, 3), None),
+                       ("d", f32, (2, 3), None), ("y", f32, (2, 3), None)],
+            [("REDUCE_ALL", [0, 1], [2], ("ReducerOptions", {"KeepDims": False})), ("BROADCAST_TO", [3, 4], [5], None, 2),
+             ("FLOOR_DIV", [5, 6], [7], None)], [0, 3, 6], [2, 7],
+            [rng.random((2, 3)) > 0.3, rnd(3) * 5, rnd(2, 3, lo=0.5, hi=2)], "DIV + FLOOR")

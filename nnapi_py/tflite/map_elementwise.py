@@ -93,6 +93,14 @@ def square(ctx, node):
     return ctx.emit("MUL", [x, x, 0], node.outs[0])
 
 
+@maps("FLOOR_DIV", level=2, delegate=False, rules=[Rule(NEVER, "non-float input", not_of_type(*FLOAT))])
+def floor_div(ctx, node):
+    """floor(a / b) for floats: DIV + FLOOR (not a delegate builtin)."""
+    d = ctx.op("DIV", ctx.operand(node.ins[0]), ctx.operand(node.ins[1]), 0, outputs=[ctx.out(node.outs[0])])
+    ctx.emit("FLOOR", [d], node.outs[0])
+    return "DIV + FLOOR"
+
+
 @maps("FLOOR")
 def floor(ctx, node):
     return ctx.emit("FLOOR", [ctx.operand(node.ins[0])], node.outs[0])

@@ -28,7 +28,7 @@ def mean(ctx, node):
 
 
 _REDUCE = {"SUM": "REDUCE_SUM", "REDUCE_PROD": "REDUCE_PROD", "REDUCE_MAX": "REDUCE_MAX",
-           "REDUCE_MIN": "REDUCE_MIN", "REDUCE_ANY": "REDUCE_ANY"}
+           "REDUCE_MIN": "REDUCE_MIN", "REDUCE_ANY": "REDUCE_ANY", "REDUCE_ALL": "REDUCE_ALL"}
 
 
 def _reduce(ctx, node):
@@ -50,4 +50,10 @@ def reduce_max_min(ctx, node):
 
 @maps("REDUCE_ANY", level=3, rules=[_SCALAR_OUT, _AXES])
 def reduce_any(ctx, node):
+    return _reduce(ctx, node)
+
+
+@maps("REDUCE_ALL", level=3, delegate=False, rules=[_AXES])
+def reduce_all(ctx, node):
+    """NNAPI's REDUCE_ALL (not a delegate builtin)."""
     return _reduce(ctx, node)

@@ -146,6 +146,20 @@ def tile(ctx, node):
     return ctx.emit("TILE", [ctx.operand(node.ins[0]), ctx.operand(node.ins[1])], node.outs[0])
 
 
+@maps("BROADCAST_TO", level=3, delegate=False, rules=[
+    Rule(NEVER, "input type other than float32 / int8 / uint8 / int32", not_of_type(F32, F16, I8, U8, I32))])
+def broadcast_to(ctx, node):
+    """BROADCAST_TO (not a delegate builtin): RESHAPE to the output's rank, then TILE."""
+    x, out = ctx.tensors[node.ins[0]], ctx.tensors[node.outs[0]]
+    shape = [1] * (len(out.shape) - len(x.shape)) + list(x.shape)
+    src = ctx.operand(node.ins[0])
+    if tuple(shape) != tuple(x.shape):
+        src = ctx.op("RESHAPE", src, ctx.ivec(shape), outputs=[(ctx.type(x), tuple(shape))])
+    reps = [o // s if s else 1 for o, s in zip(out.shape, shape)]
+    ctx.emit("TILE", [src, ctx.ivec(reps)], node.outs[0])
+    return "TILE" if tuple(shape) == tuple(x.shape) else "RESHAPE + TILE"
+
+
 @maps("TRANSPOSE", level=2, rules=[Rule(NEVER, "a computed permutation", not_constant(1))])
 def transpose(ctx, node):
     perm = ctx.const(node.ins[1], "the permutation").astype(np.int32).reshape(-1)
