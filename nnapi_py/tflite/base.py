@@ -29,7 +29,6 @@ NEVER = 99                                  # a Rule level no release reaches: t
 
 FUSE = {0: 0, 1: 1, 2: 2, 3: 3}             # TFLite NONE, RELU, RELU_N1_TO_1, RELU6 -> NNAPI FuseCode
 PADDING = {0: 1, 1: 2}                      # TFLite SAME/VALID -> NNAPI PADDING_SAME/VALID
-FUSED_ACTIVATION_OPS = {1: "RELU", 2: "RELU1", 3: "RELU6", 5: "TANH", 6: "LOGISTIC"}  # as separate operations
 
 
 # The newest TFLite op version of each builtin the delegate accepts (ExpectMaxOpVersion /
@@ -137,10 +136,6 @@ def decide(ctx, node, delegate=False) -> Tuple[Optional[Entry], List[str]]:
 
 
 # -- predicates the rules use ---------------------------------------------------------------------------
-def dtype_of(ctx, k):
-    return ctx.tensors[k].dtype if k >= 0 else None
-
-
 F32, F16, I32, U8, I8, BOOL = np.float32, np.float16, np.int32, np.uint8, np.int8, np.bool_
 QUANT = (U8, I8)
 FLOAT = (F32, F16)
@@ -191,10 +186,6 @@ def hybrid(ctx, node):
 
 def all_of(*preds):
     return lambda ctx, node: all(p(ctx, node) for p in preds)
-
-
-def any_of(*preds):
-    return lambda ctx, node: any(p(ctx, node) for p in preds)
 
 
 def uses_int8_activations(ctx, node):
@@ -351,10 +342,6 @@ class Ctx:
         self.tensors.append(t)
         self.state_out[t0.name] = t.index
 
-    def fold(self, out_k, value):
-        self.tensors[out_k].value = value
-        return "folded at load"
-
 
 def fuse_code(opts):
     """The FuseCode of an options table's fused activation (Unmapped when NNAPI has none)."""
@@ -362,16 +349,3 @@ def fuse_code(opts):
     if f is None:
         raise Unmapped("fused activation not supported by NNAPI")
     return f
-
-
-def with_activation(ctx, nnapi_op, args, out_k, act):
-    """nnapi_op without a fused activation, then the TFLite fused activation `act` (an
-    ActivationFunctionType) as a separate NNAPI operation; returns the description."""
-    if not act:
-        return ctx.emit(nnapi_op, args, out_k)
-    a = FUSED_ACTIVATION_OPS.get(act)
-    if a is None:
-        raise Unmapped("fused activation not supported by NNAPI")
-    tmp = ctx.op(nnapi_op, *args, outputs=[ctx.out(out_k)])
-    ctx.emit(a, [tmp], out_k)
-    return f"{nnapi_op} + {a}"
