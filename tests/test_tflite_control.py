@@ -173,3 +173,18 @@ def test_if_inside_a_while_body(tmp_path):
     x = np.array([1, -2, 0.5], F32)
     check(m, path, [x])
     np.testing.assert_allclose(m.run([x])[0], x * 4 + 2 * x)
+
+
+def test_real_vad_runs_its_while_on_nnapi(tmp_path):
+    """Mycroft Precise's VAD: a GRU written as a WHILE over 29 time steps (four loop values, the
+    input sequence input-only) with hybrid int8 weights, the whole model one NNAPI partition;
+    equal to LiteRT on the model with its weights dequantized (tflite_corpus.float_weights)."""
+    import tflite_corpus
+    path = corpus_model("precise_vad")
+    m = T.load(path)
+    [d] = nodes(m, "WHILE")
+    assert d.kind == "nnapi" and d.text.startswith("WHILE (4 loop value(s), 1 input-only"), d.text
+    assert [p.nnapi for p in m.partitions] == [True]
+    exact = tflite_corpus.float_weights(path, str(tmp_path / "vad_float.tflite"))
+    x = np.random.default_rng(5).uniform(-1, 1, (1, 29, 13)).astype(F32)
+    np.testing.assert_allclose(m.run([x])[0], reference(exact, [x])[0], rtol=1e-5, atol=1e-6)

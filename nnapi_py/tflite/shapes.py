@@ -58,44 +58,40 @@ def resolve(reader, input_shapes: Optional[Sequence[Sequence[int]]] = None) -> S
     return those input shapes.  Only models with an open dimension (-1 in a shape signature of
     subgraph 0) change: their shapes come from LiteRT's shape propagation when it is installed
     (at the file's own input shapes too: a converter writes 1 for a dimension it could not know),
-    a dimension that only running can tell stays open (NNAPI: unspecified, the runtime infers
-    it).  Without LiteRT: at the file's shapes the tensors stay as read; at other shapes every
-    open dimension is unspecified.  Subgraphs other than 0 (IF / WHILE bodies) at other shapes:
-    their open dimensions are unspecified."""
+    for every subgraph LiteRT reaches when it runs the model (IF / WHILE bodies); a dimension
+    that only running can tell stays open (NNAPI: unspecified, the runtime infers it).  Without
+    LiteRT: at the file's shapes the tensors stay as read; at other shapes every open dimension
+    is unspecified."""
     graph = reader.graph(0)
     own = file_shapes(graph)
     shapes = own if input_shapes is None else check(graph, input_shapes)
     if not any(-1 in t.signature for t in graph.tensors if t.value is None):
         return shapes
     signatures(graph)
-    found = _litert_shapes(reader.buf, graph.inputs, shapes)
+    found = _litert_shapes(reader.buf, graph.inputs, shapes, reader.n_graphs)
     if found is None and shapes == own:
         return shapes
-    for t in graph.tensors:
-        if t.value is not None or t.variable:
-            continue
-        if found is not None and t.index in found:
-            shape, moved = found[t.index]
-            t.shape = tuple(0 if m else d for d, m in zip(shape, moved))
-            t.signature = tuple(-1 if m else d for d, m in zip(shape, moved))
-        elif -1 in t.signature:
-            t.shape = tuple(0 if s == -1 else d for d, s in zip(t.shape, t.signature))
+    for k in range(reader.n_graphs):
+        for t in reader.graph(k).tensors:
+            if t.value is not None or t.variable:
+                continue
+            if found is not None and (k, t.index) in found:
+                shape, moved = found[k, t.index]
+                t.shape = tuple(0 if m else d for d, m in zip(shape, moved))
+                t.signature = tuple(-1 if m else d for d, m in zip(shape, moved))
+            elif -1 in t.signature and (k == 0 or shapes != own):
+                t.shape = tuple(0 if s == -1 else d for d, s in zip(t.shape, t.signature))
     for i, s in zip(graph.inputs, shapes):
         graph.tensors[i].shape = graph.tensors[i].signature = s
-    if shapes != own:
-        for k in range(1, reader.n_graphs):
-            for t in reader.graph(k).tensors:
-                if t.value is None and not t.variable and -1 in t.signature:
-                    t.shape = tuple(0 if s == -1 else d for d, s in zip(t.shape, t.signature))
     return shapes
 
 
-def _litert_shapes(buf, inputs, shapes):
-    """{tensor index: (shape, [whether each dimension is open])} of subgraph 0 for these input
+def _litert_shapes(buf, inputs, shapes, n_graphs=1):
+    """{(subgraph, tensor index): (shape, [whether each dimension is open])} for these input
     shapes as LiteRT gives them: allocated, then run once on zeros and once on other values (a
-    kernel may size its output only when it runs); a dimension that differs between the two
-    runs depends on the data: open.  None: LiteRT missing, or it cannot allocate the model (a
-    custom operator it lacks)."""
+    kernel may size its output only when it runs; IF / WHILE bodies get their shapes then); a
+    dimension that differs between the two runs depends on the data: open.  None: LiteRT
+    missing, or it cannot allocate the model (a custom operator it lacks)."""
     try:
         import numpy as np
         from ai_edge_litert.interpreter import Interpreter, OpResolverType
@@ -110,9 +106,16 @@ def _litert_shapes(buf, inputs, shapes):
     except (RuntimeError, ValueError):
         return None
 
-    def now():
-        return {d["index"]: tuple(int(x) for x in d["shape"]) for d in it.get_tensor_details()}
-    runs = [now()]
+    def now(graphs):
+        out = {}
+        for k in graphs:
+            try:
+                out.update({(k, d["index"]): tuple(int(x) for x in d["shape"])
+                            for d in it.get_tensor_details(subgraph_index=k)})
+            except (RuntimeError, ValueError):
+                pass
+        return out
+    runs = [now([0])]
     rng = np.random.default_rng(0)
     for fill in ("zeros", "values"):
         try:
@@ -124,10 +127,10 @@ def _litert_shapes(buf, inputs, shapes):
             it.invoke()
         except (RuntimeError, ValueError):
             break
-        runs.append(now())
+        runs.append(now(range(n_graphs)))
     first, last = runs[min(1, len(runs) - 1)], runs[-1]
     out = {}
-    for k, s in last.items():
-        a = first.get(k, s)
-        out[k] = (s, [len(a) != len(s) or x != y for x, y in zip(a, s)])
+    for key, s in last.items():
+        a = first.get(key, s)
+        out[key] = (s, [len(a) != len(s) or x != y for x, y in zip(a, s)])
     return out
