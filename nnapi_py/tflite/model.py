@@ -147,8 +147,9 @@ class TfliteModel:
                             zip(self.graph.inputs, shapes.signatures(self.graph)))
             raise LoadError(path, [(-1, "the file's input shapes " + str([list(s) for s in self.input_shapes]),
                                     str(e))],
-                            f"The inputs' shape signatures have -1 ({sig}): compile for the shapes you run with "
-                            f"load(path, input_shapes=[...]).") from None
+                            f"The inputs' shape signatures have -1 ({sig}): if the file's shapes are not ones the "
+                            f"model runs at, compile for the shapes you run with load(path, input_shapes=[...]).") \
+                from None
         self._pair = None                       # _StatePair of reusable executions (False: not available)
         self._exec_lock = threading.Lock()
         self.input_names = [self.tensors[i].name for i in self.graph.inputs]
