@@ -1,13 +1,14 @@
 """python -m nnapi_py [--cflags] [--libs] [--libdir] [--version]: flags to build against the library.
 python -m nnapi_py run MODEL.tflite [--input a.npy ...] [--save DIR] [--compare] [--bench N] [--check]
-  [--feature-level N]: run a .tflite model through NNAPI, partitioned as TFLite's NNAPI delegate
-would (random inputs unless given; --compare: ours and LiteRT's optimized kernels each against
+  [--feature-level N] [--max-partitions N]: run a .tflite model through NNAPI, partitioned as
+TFLite's NNAPI delegate would (random inputs unless given; --compare: ours and LiteRT's optimized kernels each against
 LiteRT's reference kernels on the same inputs, per output, with a verdict against the stated
 tolerance (exit 1 when outside it); --bench N: our median ms beside LiteRT's, both with one
 thread (numpy's BLAS pinned too; the thread counts are printed); --check: only the report --
 what the delegate would do on that Android release, partitions, per operator the NNAPI
 operation(s) or why it stays on the CPU; --feature-level N: 1..8 or an API level 27..35, default
-the runtime's: NNAPI_PY_FEATURE_LEVEL).
+the runtime's: NNAPI_PY_FEATURE_LEVEL; --max-partitions N: the delegate's
+max_number_delegated_partitions, default 3, 0 for no limit).
 python -m nnapi_py show FILE.json [--dot | --json | --svg OUT.svg]: a model dumped with
 NNAPI_PY_DUMP=DIR (or written by Model.to_json()) as a table (default), Graphviz dot, JSON or SVG.
 A failure prints one line saying what is wrong and exits 2 (usage, a file or input given) or 1
@@ -67,9 +68,11 @@ def run_tflite(argv):
     ap.add_argument("--bench", type=int, default=0)
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--feature-level")
+    ap.add_argument("--max-partitions", type=int, default=3)
     a = ap.parse_args(argv)
     from . import tflite as T
-    m = T.load(a.model, feature_level=a.feature_level, check_only=a.check)   # errors: entry() says them
+    m = T.load(a.model, feature_level=a.feature_level, max_partitions=a.max_partitions,
+               check_only=a.check)   # errors: entry() says them
     if a.check:
         print(m.report())
         return 0

@@ -196,3 +196,19 @@ def test_each_subgraph_gets_its_own_line(tmp_path):
     assert "Replacing 1 out of 1 node(s) with delegate (TfLiteNnapiDelegate) node, yielding 1 partitions for " \
            "subgraph 2 (else)." in rep
     assert "yielding 1 partitions for subgraph 1 (then)." in T.load(path, feature_level=4).report()
+
+
+def test_cli_max_partitions(tmp_path):
+    """ADD / CUMSUM alternating: 4 NNAPI partitions; the delegate keeps 3, --max-partitions 0 all."""
+    tensors = [("x", f32, (1, 6), None), ("one", f32, (1,), [1.0]), ("axis", i32, (), [1])]
+    ops = []
+    for k, c in enumerate("acacaca"):
+        tensors.append((f"t{k}", f32, (1, 6), None))
+        src = 0 if k == 0 else len(tensors) - 2
+        ops.append(("ADD", [src, 1], [len(tensors) - 1], None) if c == "a" else
+                   ("CUMSUM", [src, 2], [len(tensors) - 1], None))
+    path = tflite_writer.write(str(tmp_path / "chain.tflite"), tensors, ops, [0], [len(tensors) - 1])
+    r = cli(path, "--check")
+    assert r.returncode == 0 and "Replacing 3 out of 7 node(s)" in r.stdout, r.stderr
+    r = cli(path, "--check", "--max-partitions", "0")
+    assert r.returncode == 0 and "Replacing 4 out of 7 node(s)" in r.stdout and "yielding 7 partitions" in r.stdout
