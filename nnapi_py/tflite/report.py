@@ -69,7 +69,9 @@ def render(model) -> str:
     lines += [f"  input  {i.text()}" for i in model.inputs]        # name: dtype[shape] (quantization)
     lines += [f"  output {o.text()}" for o in model.outputs]
     dyn = _dynamic(model)
+    unlisted = "outside its largest partitions"
     if dyn is not None:
+        delegated, unlisted = set(), "not applied to this graph (dynamic-sized tensors)"
         t = g.tensors[dyn]
         maker = next((nd for nd in g.nodes if dyn in nd.outs), None)
         lines.append(f"TfLiteNnapiDelegate would not be applied at all: tensor #{dyn} {t.name!r}"
@@ -98,7 +100,7 @@ def render(model) -> str:
         text = d.text if d.kind != "cpu" else f"stays on the CPU: {d.text}"
         line = f"  {k:>5}  {d.name:<24} -> {text}"
         if d.kind != "cpu" and k not in delegated:
-            line += f"  [the delegate: CPU, {refused.get(k) or 'outside its largest partitions'}]"
+            line += f"  [the delegate: CPU, {refused.get(k) or unlisted}]"
         elif d.kind == "cpu" and k in delegated:
             line += "  [the delegate: NNAPI]"
         return line
