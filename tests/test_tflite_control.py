@@ -188,3 +188,36 @@ def test_real_vad_runs_its_while_on_nnapi(tmp_path):
     exact = tflite_corpus.float_weights(path, str(tmp_path / "vad_float.tflite"))
     x = np.random.default_rng(5).uniform(-1, 1, (1, 29, 13)).astype(F32)
     np.testing.assert_allclose(m.run([x])[0], reference(exact, [x])[0], rtol=1e-5, atol=1e-6)
+
+
+def test_a_branch_holding_rnn_state_stays_on_the_cpu(tmp_path):
+    """An RNN's hidden state (a variable tensor) inside an IF branch lives from call to call,
+    which a referenced NNAPI model cannot carry: the IF runs on LiteRT, state and all."""
+    rng = np.random.default_rng(6)
+    main = dict(name="main",
+                tensors=[("c", BOOL, (1,), None), ("x", F32, (1, 3), None), ("y", F32, (1, 4), None)],
+                ops=[("IF", [0, 1], [2], ("IfOptions", {"ThenSubgraphIndex": 1, "ElseSubgraphIndex": 2}))],
+                inputs=[0, 1], outputs=[2])
+    rnn = dict(name="rnn",
+               tensors=[("x", F32, (1, 3), None), ("w", F32, (4, 3), rng.uniform(-1, 1, (4, 3)).astype(F32)),
+                        ("r", F32, (4, 4), rng.uniform(-1, 1, (4, 4)).astype(F32)), ("b", F32, (4,), np.zeros(4, F32)),
+                        ("h", F32, (1, 4), None, {"variable": True}), ("y", F32, (1, 4), None)],
+               ops=[("RNN", [0, 1, 2, 3, 4], [5], ("RNNOptions", {"FusedActivationFunction": 1}))],
+               inputs=[0], outputs=[5])
+    zero = dict(name="zero",
+                tensors=[("x", F32, (1, 3), None), ("w", F32, (4, 3), np.zeros((4, 3), F32)),
+                         ("b", F32, (4,), np.zeros(4, F32)), ("y", F32, (1, 4), None)],
+                ops=[("FULLY_CONNECTED", [0, 1, 2], [3], None)], inputs=[0], outputs=[3])
+    path = W.with_subgraphs(str(tmp_path / "if_rnn.tflite"), main, rnn, zero)
+    m = T.load(path)
+    [d] = nodes(m, "IF")
+    assert d.kind == "cpu" and "holds state carried from call to call" in d.text, d.text
+    it = litert.Interpreter(model_path=path, experimental_op_resolver_type=litert.OpResolverType.BUILTIN_REF)
+    it.allocate_tensors()
+    x = np.array([[0.5, -1, 2]], F32)
+    for c in (True, True, False, True):                 # the state moves on only when the branch runs
+        for d, v in zip(it.get_input_details(), (np.array([c]), x)):
+            it.set_tensor(d["index"], v)
+        it.invoke()
+        np.testing.assert_allclose(m.run([np.array([c]), x])[0], it.get_tensor(it.get_output_details()[0]["index"]),
+                                   rtol=1e-5, atol=1e-6)

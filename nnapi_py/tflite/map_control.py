@@ -75,8 +75,11 @@ def subgraph_model(ctx, k, inputs, constants, outputs, what):
             raise Unmapped(f"{what}: subgraph {k} uses resource variables ({node.name})")
         try:
             _lower(ctx, sub, node)
-        except Unmapped as e:
+        except (Unmapped, nn.NNAPIError) as e:
             raise Unmapped(f"{what}: subgraph {k} ({g.name}) operator {node.index} {node.name}: {e}") from None
+    if sub.state_in or sub.state_out:               # a variable (RNN / LSTM state) lives across calls
+        raise Unmapped(f"{what}: subgraph {k} ({g.name}) holds state carried from call to call "
+                       f"({', '.join(sorted(set(sub.state_in) | set(sub.state_out)))})")
     fed = {id(t.operand) for t in (g.tensors[g.inputs[p]] for p, _, _ in inputs)}
     for pos in outputs:
         t = g.tensors[g.outputs[pos]]
