@@ -62,15 +62,17 @@ class Rule:
     """A case of a builtin accepted only from feature level `level` on (NEVER: not at all).
     when(ctx, node) -> bool tells whether the node is in that case; what names the case.
     beyond=True: the delegate refuses the case below `level`, but nnapi_py lowers it anyway at
-    every level (the report shows it; the loader maps it)."""
+    every level (the report shows it; the loader maps it).  own=True: the other way round, a
+    limit of nnapi_py's that the delegate does not have (not counted in the delegate's view)."""
     level: int
     what: str
     when: Callable = field(default=lambda ctx, node: True)
     beyond: bool = False
+    own: bool = False
 
     def reason(self, name):
         if self.level >= NEVER:
-            return f"{name}: {self.what} is not supported by the NNAPI delegate"
+            return f"{name}: {self.what} is not supported by " + ("nnapi_py" if self.own else "the NNAPI delegate")
         return f"{name}: {self.what} needs feature level {self.level} ({ANDROID_OF_LEVEL.get(self.level, '?')})"
 
 
@@ -93,7 +95,8 @@ class Entry:
         if ctx.level < self.level:
             out.append(f"{self.name} needs feature level {self.level} ({ANDROID_OF_LEVEL.get(self.level, '?')})")
         for r in self.rules:
-            if (delegate or not r.beyond) and ctx.level < r.level and _applies(r, ctx, node):
+            counts = not r.own if delegate else not r.beyond
+            if counts and ctx.level < r.level and _applies(r, ctx, node):
                 out.append(r.reason(self.name))
         return out
 
@@ -197,7 +200,7 @@ def uses_int8_activations(ctx, node):
     return False
 
 
-INT8 = Rule(4, "int8 (TENSOR_QUANT8_ASYMM_SIGNED) tensors", uses_int8_activations)
+INT8 = Rule(4, "int8 (TENSOR_QUANT8_ASYMM_SIGNED) tensors", uses_int8_activations, own=True)
 QUANTIZED = Rule(3, "quantized tensors", of_type(U8, I8))
 INT32 = Rule(4, "int32 tensors", of_type(I32))
 

@@ -1,6 +1,8 @@
 """Lookups and hashing: EMBEDDING_LOOKUP, HASHTABLE_LOOKUP, LSH_PROJECTION."""
 from __future__ import annotations
 
+import numpy as np
+
 from .. import nn
 from .base import F32, NEVER, Rule, maps, not_of_type, option
 
@@ -38,7 +40,6 @@ def lsh_projection(ctx, node):
     if len(node.ins) > 2 and node.ins[2] >= 0:
         weight = ctx.operand(node.ins[2])
     else:
-        import numpy as np
         weight = ctx.constant(np.ones(x.shape[0], np.float32))
     return ctx.emit("LSH_PROJECTION", [ctx.operand(node.ins[0]), ctx.operand(node.ins[1]), weight,
                                        3 if kind == _SPARSE else kind], node.outs[0])

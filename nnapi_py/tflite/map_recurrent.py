@@ -35,16 +35,15 @@ def _clip(o, name):
     Rule(3, "quantized weights with float input (hybrid)",
          lambda c, n: len(n.ins) >= 20 and c.tensors[n.ins[0]].dtype in FLOAT and c.tensors[n.ins[2]].dtype in QUANT),
     Rule(3, "layer normalization (24 inputs)", lambda c, n: len(n.ins) == 24),
-    Rule(NEVER, "the basic 5-input kernel (QUANTIZED_16BIT_LSTM) in nnapi_py", lambda c, n: len(n.ins) == 5,
-         beyond=False),
-    Rule(NEVER, "quantized input (QUANTIZED_LSTM) in nnapi_py", lambda c, n: c.tensors[n.ins[0]].dtype in QUANT)])
+    Rule(NEVER, "the basic 5-input kernel (QUANTIZED_16BIT_LSTM)", lambda c, n: len(n.ins) == 5, own=True),
+    Rule(NEVER, "quantized input (QUANTIZED_LSTM)", lambda c, n: c.tensors[n.ins[0]].dtype in QUANT, own=True)])
 def lstm(ctx, node):
     """One LSTM step: NNAPI LSTM with its scratch buffer and both states as outputs."""
     if len(node.ins) not in (20, 24):
         raise Unmapped("only the full LSTM kernel (20 or 24 inputs) is mapped")
     o = node.options("LSTMOptions")
     x = ctx.tensors[node.ins[0]]
-    if x.dtype != F32 and x.dtype not in FLOAT:
+    if x.dtype not in FLOAT:
         raise Unmapped("only float LSTM is mapped")
     ws = _ins(ctx, node, range(1, 18), x)
     h_in, c_in = ctx.state_input(node.ins[18]), ctx.state_input(node.ins[19])
