@@ -494,3 +494,14 @@ def test_int8_conv_with_a_per_tensor_filter_and_bias(tmp_path, op, wshape, optio
                        ("b", i32, (n,), rng.integers(-300, 300, n).astype(i32), {"scale": 0.002, "zero_point": 0}),
                        ("y", i8, (1, 5, 5, n), None, {"scale": 0.15, "zero_point": -4})],
             [(op, [0, 1, 2], [3], options)], [0], [3], [q(i8, 1, 5, 5, 2)], op, qtol=1)
+
+
+@pytest.mark.parametrize("op", ["MAXIMUM", "MINIMUM"])
+def test_min_max_with_a_computed_scalar(tmp_path, op):
+    """Beyond the delegate (which refuses a non-constant scalar input): MAXIMUM(x, max(x) - 8)
+    as openWakeWord's melspectrogram clamps its log-mel range (oww_melspectrogram)."""
+    compare(tmp_path, [("x", f32, (2, 3, 4), None), ("axes", i32, (3,), np.array([0, 1, 2], i32)),
+                       ("m", f32, (), None), ("eight", f32, (), np.array(8, f32)), ("t", f32, (), None),
+                       ("y", f32, (2, 3, 4), None)],
+            [("REDUCE_MAX", [0, 1], [2], ("ReducerOptions", {"KeepDims": False})), ("SUB", [2, 3], [4], None),
+             (op, [0, 4], [5], None)], [0], [5], [rnd(2, 3, 4, lo=-10, hi=10)], op)

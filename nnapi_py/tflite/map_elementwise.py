@@ -50,7 +50,7 @@ _FLOAT_ONLY = Rule(NEVER, "non-float input", not_of_type(*FLOAT))
 @maps("MAXIMUM", "MINIMUM", level=3, rules=[
     Rule(NEVER, "input type other than float32 / uint8 / int8 / int32", not_of_type(F32, U8, I8, I32)),
     Rule(NEVER, "a scalar input that is not constant",
-         lambda c, n: any(c.tensors[k].shape == () and c.tensors[k].value is None for k in n.ins[:2]))])
+         lambda c, n: any(c.tensors[k].shape == () and c.tensors[k].value is None for k in n.ins[:2]), beyond=True)])
 def min_max(ctx, node):
     return ctx.emit(node.name, [ctx.operand(node.ins[0]), ctx.operand(node.ins[1])], node.outs[0])
 
