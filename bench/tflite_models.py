@@ -3,7 +3,9 @@ XNNPACK (builtin kernels) and with its reference kernels; one thread, same proce
 inputs, the four timed in turn: in each of 11 rounds, 4 runs of one then 4 of the next
 (medians of the 44; the reference kernels, only shown for scale, 1 run a round), each after
 a 0.5 s warm-up. Prints "tflite <model> <ours> <xnnpack> <builtin> <reference>" (ms; nan
-where LiteRT cannot run a variant), or "tflite unavailable (<reason>)".
+where LiteRT cannot run a variant), or "tflite unavailable (<reason>)" (for the whole corpus, or
+for one model that does not load).  Inputs whose shape signature has -1 get the corpus's
+INPUT_SHAPES (both sides).  A short run: --rounds 1 --per-round 1 --warmup 0 [model ...].
 """
 import math
 import os
@@ -43,7 +45,7 @@ def interleaved_ms(fns, rounds, per_round, warmup_s=WARMUP_S):
     return [statistics.median(t) for t in ts]
 
 
-def main(rounds=11, per_round=4):
+def main(rounds=11, per_round=4, warmup_s=WARMUP_S, only=()):
     try:
         from ai_edge_litert.interpreter import Interpreter, OpResolverType
         import nnapi_py.tflite as T
@@ -53,16 +55,26 @@ def main(rounds=11, per_round=4):
         print(f"tflite unavailable ({type(e).__name__}: {e})")
         return 0
     for name, path in sorted(models.items()):
-        m = T.load(path)
+        if only and name not in only:
+            continue
+        shapes = tflite_corpus.INPUT_SHAPES.get(name)
+        try:
+            m = T.load(path, input_shapes=shapes) if shapes else T.load(path)
+        except Exception as e:      # a model that does not load yet: say so, measure the others
+            print(f"tflite unavailable ({name}: {type(e).__name__}: {str(e).splitlines()[0]})", flush=True)
+            continue
         rng = np.random.default_rng(0)
-        ins = [(rng.uniform(-1, 1, o.dims) if o.type.dtype.kind == "f" else rng.integers(-128, 128, o.dims))
-               .astype(o.type.dtype) for o in m.nn_model.inputs if not o.name.startswith("state:")]
+        ins = [(rng.uniform(-1, 1, shape) if np.dtype(dtype).kind == "f" else rng.integers(-128, 128, shape))
+               .astype(dtype) for _, dtype, shape in m.input_specs]
         fns = [lambda: m.run(ins)]
         counts = [per_round]
         where = []                  # position of each LiteRT variant in fns (None: cannot run it)
         for kind in (OpResolverType.AUTO, OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES, OpResolverType.BUILTIN_REF):
             try:
                 it = Interpreter(model_path=path, num_threads=1, experimental_op_resolver_type=kind)
+                for d, x in zip(it.get_input_details(), ins):
+                    if tuple(d["shape"]) != x.shape:
+                        it.resize_tensor_input(d["index"], x.shape)
                 it.allocate_tensors()
                 for d, x in zip(it.get_input_details(), ins):
                     it.set_tensor(d["index"], x)
@@ -73,11 +85,22 @@ def main(rounds=11, per_round=4):
             where.append(len(fns))
             fns.append(it.invoke)
             counts.append(1 if kind == OpResolverType.BUILTIN_REF else per_round)   # 10-40x slower: shown only
-        ms = interleaved_ms(fns, rounds, counts)
+        try:
+            ms = interleaved_ms(fns, rounds, counts, warmup_s)
+        except Exception as e:      # loads but does not run yet
+            print(f"tflite unavailable ({name}: {type(e).__name__}: {str(e).splitlines()[0]})", flush=True)
+            continue
         theirs = [math.nan if k is None else ms[k] for k in where]
         print(f"tflite {name} {ms[0]:.3f} {theirs[0]:.3f} {theirs[1]:.3f} {theirs[2]:.3f}", flush=True)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    import argparse
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=11)
+    ap.add_argument("--per-round", type=int, default=4)
+    ap.add_argument("--warmup", type=float, default=WARMUP_S, help="seconds of warm-up per variant")
+    ap.add_argument("models", nargs="*", help="corpus model names (default: all)")
+    a = ap.parse_args()
+    sys.exit(main(a.rounds, a.per_round, a.warmup, set(a.models)))

@@ -1,13 +1,18 @@
 """python -m nnapi_py [--cflags] [--libs] [--libdir] [--version] [--feature-level N]: flags to build
 against the library (--feature-level N: the library exporting only feature levels <= N, 1..8).
 python -m nnapi_py run MODEL.tflite [--input a.npy ...] [--save DIR] [--compare] [--bench N] [--check]
-                     [--allow-fp16] [--devices SPEC]:
-run a .tflite model through NNAPI (random inputs unless given; --compare: LiteRT on the same
-inputs, max abs / rel difference per output; --bench N: our median ms beside LiteRT's, both
-with one thread (numpy's BLAS pinned too; the thread counts are printed); --check: only the
-mapping report; --devices: NNAPI_PY_DEVICES for this run; --allow-fp16: TFLite's allow_fp16, the
-model relaxed to float16 on a device with fp16 numerics (default --devices gpu=float-fast:fp16),
-and --compare shows its accuracy per output against float32 and against LiteRT).
+  [--feature-level N] [--max-partitions N] [--allow-fp16] [--devices SPEC]: run a .tflite model
+through NNAPI, partitioned as TFLite's NNAPI delegate would (random inputs unless given; --compare:
+ours and LiteRT's optimized kernels each against LiteRT's reference kernels on the same inputs,
+per output, with a verdict against the stated tolerance (exit 1 when outside it); --bench N: our
+median ms beside LiteRT's, both with one thread (numpy's BLAS pinned too; the thread counts are
+printed); --check: only the report -- what the delegate would do on that Android release,
+partitions, per operator the NNAPI operation(s) or why it stays on the CPU; --feature-level N:
+1..8 or an API level 27..35, default the runtime's: NNAPI_PY_FEATURE_LEVEL; --max-partitions N:
+the delegate's max_number_delegated_partitions, default 3, 0 for no limit; --devices:
+NNAPI_PY_DEVICES for this run; --allow-fp16: TFLite's allow_fp16, the model relaxed to float16
+on a device with fp16 numerics (default --devices gpu=float-fast:fp16), and --compare then shows
+its accuracy per output against float32 and against LiteRT).
 python -m nnapi_py show FILE.json [--dot | --json | --svg OUT.svg]: a model dumped with
 NNAPI_PY_DUMP=DIR (or written by Model.to_json()) as a table (default), Graphviz dot, JSON or SVG.
 A failure prints one line saying what is wrong and exits 2 (usage, a file or input given) or 1
@@ -66,6 +71,8 @@ def run_tflite(argv):
     ap.add_argument("--compare", action="store_true")
     ap.add_argument("--bench", type=int, default=0)
     ap.add_argument("--check", action="store_true")
+    ap.add_argument("--feature-level")
+    ap.add_argument("--max-partitions", type=int, default=3)
     ap.add_argument("--allow-fp16", action="store_true")
     ap.add_argument("--devices")
     a = ap.parse_args(argv)
@@ -74,19 +81,16 @@ def run_tflite(argv):
     devs = a.devices or ("gpu=float-fast:fp16" if a.allow_fp16 else None)
 
     def load(**options):
+        options.update(feature_level=a.feature_level, max_partitions=a.max_partitions, check_only=a.check)
         if devs is None:
             return T.load(a.model, **options)
         with emulated(devices=devs):            # compilations keep the devices they were made with
             return T.load(a.model, **options)
-    try:
-        m = load(allow_fp16=a.allow_fp16)
-    except T.LoadError as e:
-        print(e, file=sys.stderr)
-        return 1
+    m = load(allow_fp16=a.allow_fp16)           # errors: entry() says them
     if a.check:
         print(m.report())
         return 0
-    specs = [(o.name, o.type.dtype, o.dims) for o in m.nn_model.inputs if not o.name.startswith("state:")]
+    specs = m.input_specs
     if a.input:
         inputs = [np.load(f) for f in a.input]
     else:
@@ -104,7 +108,7 @@ def run_tflite(argv):
         try:
             from ai_edge_litert.interpreter import Interpreter, OpResolverType
         except ImportError:
-            print("LiteRT is not installed (pip install ai-edge-litert): no comparison", file=sys.stderr)
+            print("LiteRT is not installed (pip install 'nnapi_py[compare]'): no comparison", file=sys.stderr)
             return 0
         def interp(kind):
             try:
@@ -114,28 +118,27 @@ def run_tflite(argv):
             except (RuntimeError, ValueError):
                 return None
         if a.compare:
-            m.reset()
-            ref = interp(OpResolverType.BUILTIN_REF) or interp(OpResolverType.AUTO)
-            for d, x in zip(ref.get_input_details(), inputs):
-                ref.set_tensor(d["index"], x)
-            ref.invoke()
-            ours = m.run(inputs)
-            full = load().run(inputs) if a.allow_fp16 else None     # the same model in float32
+            if a.allow_fp16:                    # the accuracy of float16 numerics, per output
+                m.reset()
+                ref = interp(OpResolverType.BUILTIN_REF) or interp(OpResolverType.AUTO)
+                for d, x in zip(ref.get_input_details(), inputs):
+                    ref.set_tensor(d["index"], x)
+                ref.invoke()
+                ours = m.run(inputs)
+                full = load().run(inputs)           # the same model in float32
 
-            def diff(got, want):
-                d = np.abs(got.astype(np.float64) - want)
-                return f"max abs {d.max():.3g}, max rel {d.max() / max(1.0, float(np.abs(want).max())):.3g}"
-            for d in ref.get_output_details():
-                want = ref.get_tensor(d["index"]).astype(np.float64)
-                k = m.output_names.index(d["name"])
-                got = ours[k].reshape(want.shape)
-                if full is None:
-                    print(f"{d['name']}: {diff(got, want).replace('max abs', 'max abs difference')} "
-                          "(LiteRT reference kernels)")
-                else:
-                    print(f"{d['name']}: fp16 vs float32 {diff(got, full[k].reshape(want.shape))}; "
-                          f"fp16 vs LiteRT {diff(got, want)}; float32 vs LiteRT "
-                          f"{diff(full[k].reshape(want.shape), want)}")
+                def diff(got, want):
+                    d = np.abs(got.astype(np.float64) - want)
+                    return f"max abs {d.max():.3g}, max rel {d.max() / max(1.0, float(np.abs(want).max())):.3g}"
+                for d in ref.get_output_details():
+                    want = ref.get_tensor(d["index"]).astype(np.float64)
+                    k = m.output_names.index(d["name"])
+                    got, f32 = ours[k].reshape(want.shape), full[k].reshape(want.shape)
+                    print(f"{d['name']}: fp16 vs float32 {diff(got, f32)}; fp16 vs LiteRT {diff(got, want)}; "
+                          f"float32 vs LiteRT {diff(f32, want)}")
+                verdict = 0
+            else:
+                verdict = compare(m, inputs, interp, OpResolverType)
         if a.bench:
             def median_ms(fn):
                 fn()
@@ -160,7 +163,62 @@ def run_tflite(argv):
                 for d, x in zip(it.get_input_details(), inputs):
                     it.set_tensor(d["index"], x)
                 print(f"{label}: {median_ms(it.invoke):.3f} ms")
+        if a.compare:
+            return verdict
     return 0
+
+
+COMPARE_RTOL = 1e-3     # float outputs: max |x - ref| <= COMPARE_RTOL * max(1, max |ref|) (tests/test_tflite.py)
+COMPARE_STEPS = 1       # integer (quantized) outputs: within one step
+
+
+def _distance(x, ref):
+    """(max abs difference, its ratio to max(1, max |ref|)) of two arrays of one shape."""
+    import numpy as np
+    diff = float(np.abs(np.asarray(x, np.float64) - np.asarray(ref, np.float64)).max()) if np.size(ref) else 0.0
+    return diff, diff / max(1.0, float(np.abs(np.asarray(ref, np.float64)).max()) if np.size(ref) else 1.0)
+
+
+def compare(m, inputs, interp, OpResolverType):
+    """--compare: ours and LiteRT's optimized kernels (XNNPACK) each against LiteRT's reference
+    kernels on the same inputs, per output, and a verdict against the stated tolerance (float:
+    COMPARE_RTOL relative to max(1, max |ref|); integer: COMPARE_STEPS steps).  0 when every
+    output is within it, else 1."""
+    import numpy as np
+    ref = interp(OpResolverType.BUILTIN_REF)
+    label = "LiteRT reference kernels"
+    if ref is None:
+        ref, label = interp(OpResolverType.AUTO), "LiteRT XNNPACK (its reference kernels cannot run this model)"
+    opt = interp(OpResolverType.AUTO) if label.startswith("LiteRT reference") else None
+
+    def invoke(it):
+        for d, x in zip(it.get_input_details(), inputs):
+            it.set_tensor(d["index"], x)
+        it.invoke()
+        return {d["name"]: it.get_tensor(d["index"]) for d in it.get_output_details()}
+
+    want = invoke(ref)
+    theirs = invoke(opt) if opt is not None else {}
+    m.reset()
+    ours = m.run(inputs)
+    print(f"compared with {label}; tolerance: float outputs max |x - ref| <= {COMPARE_RTOL:g} * max(1, max |ref|), "
+          f"integer outputs within {COMPARE_STEPS} step")
+    bad = []
+    for name, w in want.items():
+        got = ours[m.output_names.index(name)].reshape(w.shape)
+        d_abs, d_rel = _distance(got, w)
+        is_float = np.dtype(w.dtype).kind == "f"
+        ok = d_rel <= COMPARE_RTOL if is_float else d_abs <= COMPARE_STEPS
+        line = f"{name}: ours max abs {d_abs:.3g} (rel {d_rel:.3g})"
+        if name in theirs:
+            t_abs, t_rel = _distance(theirs[name], w)
+            line += f"; LiteRT XNNPACK max abs {t_abs:.3g} (rel {t_rel:.3g})"
+        print(f"{line}: {'within' if ok else 'OUTSIDE'} the tolerance")
+        if not ok:
+            bad.append(name)
+    print(f"verdict: {'MATCH' if not bad else 'MISMATCH'}: {len(want) - len(bad)} of {len(want)} output(s) within "
+          f"the tolerance" + (f" (outside: {', '.join(bad)})" if bad else ""))
+    return 1 if bad else 0
 
 
 def main(argv):

@@ -61,3 +61,29 @@ def test_operations_do_not_import_the_runtime():
     for path in OPS.glob("*.py"):
         bad = sorted(m for m in _imports(path) if m.split(".")[0] in runtime)
         assert not bad, f"ops/{path.name} imports runtime module(s) {bad} (layers import downward only)"
+
+
+# -- the .tflite importer: one mapping module per operator family over its shared layer (base.py)
+TFLITE = PKG / "tflite"
+TFLITE_SHARED = {"base", "reader"}          # what a mapping module may import from the importer
+
+
+def _mapping_modules():
+    return sorted(TFLITE.glob("map_*.py"))
+
+
+@pytest.mark.parametrize("path", _mapping_modules(), ids=lambda p: p.stem)
+def test_tflite_mapping_module_imports_only_the_shared_layer(path):
+    bad = sorted(m for m in _imports(path) if m.startswith("tflite.") and m.split(".")[1] not in TFLITE_SHARED)
+    assert not bad, (f"tflite/{path.name} imports {bad}; a mapping module imports only the importer's shared "
+                     f"layer ({sorted(TFLITE_SHARED)}), never a sibling mapping module or the loader")
+    runtime = {"_capi", "model", "compilation", "execution", "memory", "event", "devices", "plan", "ops"}
+    bad = sorted(m for m in _imports(path) if m.split(".")[0] in runtime)
+    assert not bad, f"tflite/{path.name} imports runtime module(s) {bad}: it builds through nnapi_py.nn only"
+
+
+def test_tflite_shared_layer_imports_no_mapping_module():
+    for stem in sorted(TFLITE_SHARED | {"fold"}):
+        bad = sorted(m for m in _imports(TFLITE / f"{stem}.py")
+                     if m.startswith("tflite.") and m.split(".")[1].startswith("map_"))
+        assert not bad, f"tflite/{stem}.py (shared layer) imports mapping module(s) {bad}"

