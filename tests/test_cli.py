@@ -94,12 +94,13 @@ def test_nnapi_error_is_one_line_exit_1():
     CLI cases with .tflite models that fail in the library: tests/test_tflite*.py)."""
     m = nn.Model("bad")
     a = m.input("a", nn.float32, (2,))
-    m.output(m.op("ADD", a, a, 9), "y")           # fused activation 9: BAD_DATA at finish
+    m.output(m.op("ADD", a, a, 9), "y")           # fused activation 9: OP_FAILED at compute, as Android
     from nnapi_py import __main__ as M            # importing the CLI module runs nothing
+    c = m.compile()
     with pytest.raises(nn.NNAPIError) as e:
-        m.compile()
+        c.run({"a": np.zeros(2, np.float32)})
     code, line = M._failure(e.value)
-    assert code == 1 and "\n" not in line and "BAD_DATA" in line and "fused activation" in line
+    assert code == 1 and "\n" not in line and "OP_FAILED" in line and "fused activation" in line
 
 
 # ---- point 6: show FILE.json --svg OUT.svg -------------------------------------------------------
