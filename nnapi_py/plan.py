@@ -25,6 +25,54 @@ def _compatible(declared, got):
     return all(a == 0 or a == b for a, b in zip(declared, got))
 
 
+def _tensor_budget():
+    """Bytes one tensor computed at execution may take (NNAPI_PY_MAX_TENSOR_BYTES, default a
+    quarter of physical memory): a shape that comes from input values is checked against it
+    before anything is allocated, so a huge padding or tile count is OUT_OF_MEMORY with a
+    reason instead of an allocation the system cannot back."""
+    import os
+    v = os.environ.get("NNAPI_PY_MAX_TENSOR_BYTES", "").strip()
+    if v:
+        try:
+            return max(int(v, 0), 1)
+        except ValueError:
+            pass
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 4
+    except (ValueError, OSError, AttributeError):
+        return 1 << 30
+
+
+MAX_TENSOR_BYTES = _tensor_budget()
+UINT32_MAX = 0xFFFFFFFF
+
+
+def size_problem(name, o, dims, itemsize):
+    """Why operand `o` cannot have the shape `dims` computed for it (None if it can): a negative
+    dimension or a byte size past uint32 is OP_FAILED, as Android's CPU executor fails such an
+    operand ("Operand data size overflows uint32_t"); a size past MAX_TENSOR_BYTES is
+    OUT_OF_MEMORY.  Python integers: no overflow while checking."""
+    n = 1
+    for x in dims:
+        if x < 0:
+            return op_failed(f"{name}: computed output shape {list(dims)} for operand {o} has a negative dimension")
+        n *= x
+    nbytes = n * itemsize
+    if nbytes > UINT32_MAX or any(x > UINT32_MAX for x in dims):
+        return op_failed(f"{name}: computed output shape {list(dims)} for operand {o} needs {nbytes} bytes; "
+                         f"an operand's size must fit in 32 bits (as in Android's runtime)")
+    if nbytes > MAX_TENSOR_BYTES:
+        return NNError(C.OUT_OF_MEMORY, f"{name}: computed output shape {list(dims)} for operand {o} needs "
+                                        f"{nbytes} bytes, more than one tensor may take ({MAX_TENSOR_BYTES} bytes, "
+                                        f"NNAPI_PY_MAX_TENSOR_BYTES)")
+    return None
+
+
+def _itemsize(info):
+    dt = C.DTYPES.get(info.type)
+    return 1 if dt is None else np.dtype(dt).itemsize
+
+
 def _new_pool(nbytes):
     """The memory of one group of shared temporaries, uninitialised (like np.empty): a
     PoolBuffer, so kernels know arrays made over it may be kept in their views."""
@@ -98,7 +146,10 @@ class Plan:
                 static = False
                 continue
             ins = [self._info_with(infos[i], shapes.get(i)) for i in node.ins]
-            out_dims = node.op.infer(ins)
+            out_dims = [tuple(int(x) for x in d) for d in node.op.infer(ins)]
+            if any(size_problem(node.name, o, d, _itemsize(infos[o])) for o, d in zip(node.outs, out_dims)):
+                static = False            # fails at execution with the reason, where Android fails it
+                continue
             outs = []
             for o, d in zip(node.outs, out_dims):
                 d = tuple(int(x) for x in d)
@@ -430,6 +481,9 @@ class Plan:
                         if not _compatible(infos[o].dims, d):
                             raise op_failed(f"{node.name}: computed output shape {list(d)} for operand {o} "
                                             f"conflicts with its declared dimensions {dims_text(infos[o].dims)}")
+                        e = size_problem(node.name, o, d, _itemsize(infos[o]))
+                        if e is not None:
+                            raise e
                     outs = [infos[o].with_dims(d) for o, d in zip(node.outs, out_dims)]
                     try:
                         kern = node.op.build(ins, outs)

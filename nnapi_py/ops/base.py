@@ -210,6 +210,10 @@ class Op:
         return pos in self.optional_inputs or (pos == n_inputs - 1 and pos > 0 and type_code == C.BOOL)
     # control flow (IF/WHILE): the plan calls execute(node, inputs, deadline) -> outputs
     control = False
+    # more inputs / outputs than any signature of the operation has (None: a variadic list,
+    # bounded by MAX_OPERATION_OPERANDS): addOperation rejects longer lists before it reads them
+    max_inputs = 64
+    max_outputs = 8
 
     def fuse_input(self, ins):
         """Position of this operation's FuseCode input for these input Infos, or None when it

@@ -69,6 +69,7 @@ def _run(plan, values, deadline):
 
 
 class _Control(Op):
+    max_inputs = max_outputs = None
     control = True
     allow_zero_sized = True
     optional_inputs = ()
