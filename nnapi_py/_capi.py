@@ -621,9 +621,11 @@ def Burst_free(h):
 
 # ------------------------------------------------------------------------------ Event
 def Event_wait(h):
-    status = _event(h).wait()
+    ev = _event(h)
+    status = ev.wait()
     if status:
-        raise NNError(status, last_error()[1] or f"the computation failed ({C.RESULT_NAMES.get(status)})")
+        raise NNError(status, getattr(ev, "reason", "") or last_error()[1] or
+                      f"the computation failed ({C.RESULT_NAMES.get(status)})")
     return 0
 
 

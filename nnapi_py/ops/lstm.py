@@ -252,6 +252,10 @@ def _check_shapes(name, a, spec, batch, n_in, aux_in=None, at_runtime=True):
     want[spec.h] = (batch, o)
     want[spec.c] = (batch, u)
     if spec.ln:
+        ln = [_given(a[k]) for k in spec.ln]
+        if any(ln) and not (all(ln[1:]) and (cifg or ln[0])):
+            fail(f"inputs {spec.ln[0]}-{spec.ln[3]} (layer normalization weights): give all of them (without "
+                 f"the input one under CIFG) or none")
         for k in spec.ln:
             want[k] = (u,)
     if spec.aux and aux_in is not None:
