@@ -614,6 +614,7 @@ def main(argv=None):
         return 0
     failures, total, t0 = 0, 0, time.time()
     codes = {}
+    models = 0
     kinds = {"crash": 0, "hang": 0, "raw reason": 0, "other": 0}
     for k in range(a.batches):
         seed = a.seed + k
@@ -643,6 +644,7 @@ def main(argv=None):
             total += res["calls"]
             for c, n in res["codes"].items():
                 codes[int(c)] = codes.get(int(c), 0) + n
+            models += sum(res.get("models", {}).values())
             problems += res["violations"]
             if res["leaked_fds"]:
                 problems.append(f"fds left open: {res['leaked_fds']}")
@@ -657,7 +659,8 @@ def main(argv=None):
                   f"--calls {a.calls}")
     dt = time.time() - t0
     print(f"fuzz: {a.batches} batches (seeds {a.seed}..{a.seed + a.batches - 1}), {total} calls in {dt:.1f} s, "
-          f"{failures} failing batches; findings {kinds}; result codes {dict(sorted(codes.items()))}")
+          f"{models} mutated models, {failures} failing batches; findings {kinds}; "
+          f"result codes {dict(sorted(codes.items()))}")
     return 1 if failures else 0
 
 
