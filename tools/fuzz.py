@@ -19,7 +19,7 @@ Each batch fails on: a crash (signal), a call that takes over 5 s (a hang, with 
 stack of the call), a huge-count call over 2 s, a result code outside the documented set, a
 reason that is a raw Python exception, a wrong result, any output on stderr, or a file
 descriptor left open after every object was freed.  Children run with
-NNAPI_PY_MAX_TENSOR_BYTES=1 MiB (a computed tensor beyond is OUT_OF_MEMORY) and a 4 GiB
+NNAPI_PY_MAX_TENSOR_BYTES=64 KiB (a computed tensor beyond is OUT_OF_MEMORY) and a 4 GiB
 address-space limit.  Prints one line per failing batch (with its replay command) and a
 summary; exits 1 if anything failed.
 """
@@ -573,10 +573,10 @@ def open_fds():
 
 
 def child_env():
-    """The children's limits: computed tensors up to 1 MiB (a valid output of millions of elements,
-    e.g. ROI_ALIGN 65536 bins high with 16 samples a bin, is honest work but no robustness test),
-    4 GiB of address space."""
-    os.environ.setdefault("NNAPI_PY_MAX_TENSOR_BYTES", str(1 << 20))
+    """The children's limits: computed tensors up to 64 KiB (the conformance models are small; a
+    valid output of 512 Ki elements, e.g. a quantized ROI_ALIGN 65536 bins high with 16 samples a
+    bin, is seconds of honest work, no robustness test), 4 GiB of address space."""
+    os.environ.setdefault("NNAPI_PY_MAX_TENSOR_BYTES", str(1 << 16))
     try:
         import resource
         resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
