@@ -1,6 +1,5 @@
 """ANeuralNetworksMemory (fd-backed and descriptor-backed) and ANeuralNetworksMemoryDesc."""
 import mmap
-import os
 
 import numpy as np
 
