@@ -149,12 +149,13 @@ class Model:
         """Before an operation's operand lists are read: their lengths against the operation's
         signatures, so a list of millions of entries costs nothing (docs/decisions.md)."""
         self._mutable()
-        op = registry.lookup(code)
-        for kind, n, most in (("inputs", nin, op.max_inputs), ("outputs", nout, op.max_outputs)):
+        op = registry.OPS.get(code)          # an unknown or unsupported code: add_operation says so
+        name = registry.op_name(code)
+        for kind, n, most in (("inputs", nin, op and op.max_inputs), ("outputs", nout, op and op.max_outputs)):
             if most is not None and n > most:
-                raise bad_data(f"{op.name}: {n} {kind}, more than any signature of the operation has")
+                raise bad_data(f"{name}: {n} {kind}, more than any signature of the operation has")
             if n > C.MAX_OPERATION_OPERANDS:
-                raise bad_data(f"{op.name}: {n} {kind}, more than this implementation allows in one operation "
+                raise bad_data(f"{name}: {n} {kind}, more than this implementation allows in one operation "
                                f"({C.MAX_OPERATION_OPERANDS})")
 
     def check_io_counts(self, nin, nout):
