@@ -75,6 +75,9 @@ class Batch:
                 import cts_runner
                 self.cts_runner = cts_runner
                 files = cts_runner.cts_files(cts)
+                only = os.environ.get("NNAPI_PY_FUZZ_FILES")      # --files REGEX: hunt in one family
+                if only:
+                    files = [f for f in files if re.search(only, os.path.basename(f))] or files
                 fam = [f for f in files if FAMILY.search(os.path.basename(f))]
                 picks = self.r.sample(files, min(4, len(files))) + self.r.sample(fam, min(4, len(fam)))
                 for path in picks:
@@ -606,9 +609,12 @@ def main(argv=None):
     ap.add_argument("--calls", type=int, default=2000)
     ap.add_argument("--timeout", type=float, default=120.0)
     ap.add_argument("--cts", default=os.path.join(ROOT, "..", "shared", "cts"))
+    ap.add_argument("--files", help="mutate only the conformance files whose names match this regex")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--replay", type=int, help="run one batch with this seed in this process")
     a = ap.parse_args(argv)
+    if a.files:
+        os.environ["NNAPI_PY_FUZZ_FILES"] = a.files
     cts = a.cts if os.path.isdir(a.cts) else None
     if a.child or a.replay is not None:
         child(a.replay if a.replay is not None else a.seed, a.calls, cts)

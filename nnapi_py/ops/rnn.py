@@ -281,6 +281,10 @@ class BidirectionalSequenceRnn(Op):
         af, ab = _packed_t(ins[10]), _packed_t(ins[11])
         fuse, tm, merge = int(ins[12].value), bool(ins[13].value), bool(ins[14].value)
         name = self.name
+        if len(outs) not in ((1, 3) if merge else (2, 4)):      # merge_outputs given as a model input
+            raise value_error(f"{name}: input 14 (merge outputs) is {'true' if merge else 'false'}, which needs "
+                              f"{'1 or 3' if merge else '2 or 4'} outputs; the operation has {len(outs)}",
+                              at_runtime=True)
 
         def seq(a):
             return a if tm else a.swapaxes(0, 1)
@@ -296,10 +300,19 @@ class BidirectionalSequenceRnn(Op):
                 raise value_error(f"{name}: inputs 9-11 (aux input, forward and backward aux weights): give "
                                   f"none, all three (cross linking) or only the aux input (parallel linking)",
                                   at_runtime=True)
+            if has_aux and np.ndim(i[9]) != 3:
+                raise value_error(f"{name}: input 9 (aux input) has rank {np.ndim(i[9])}, expected 3",
+                                  at_runtime=True)
             aux = seq(_f32(i[9])) if has_aux else None
             if aux is not None and aux.shape[:2] != x.shape[:2]:
                 raise value_error(f"{name}: input 9 (aux input) has {list(aux.shape[:2])} time steps and batches, "
                                   f"expected {list(x.shape[:2])} (those of input 0)", at_runtime=True)
+            # weights reading the aux input: [units, aux size] (cross linking: inputs 10, 11; parallel: 5)
+            for k, units_of in (((10, 1), (11, 5)) if has_fw_w else ((5, 5),) if has_aux else ()):
+                want = (np.shape(i[units_of])[0], aux.shape[2])
+                if tuple(np.shape(i[k])) != want:
+                    raise value_error(f"{name}: input {k} has shape {list(np.shape(i[k]))}, expected {list(want)} "
+                                      f"(units, the size of input 9, the aux input)", at_runtime=True)
             xf = project(x, wf.get(i[1]))
             xb = project(aux if has_aux and not has_fw_w else x, wb.get(i[5]))
             if has_fw_w:
