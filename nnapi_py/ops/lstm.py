@@ -431,11 +431,13 @@ class BidirectionalSequenceLstm(Op):
 
         def kernel(i, o):
             x = seq(_f32(i[0]))
-            aux = seq(_f32(i[39])) if _given(i[39]) else None
-            if aux is not None and (aux.ndim != 3 or aux.shape[:2] != x.shape[:2]):
-                raise value_error(f"{name}: input 39 (aux input) has shape {list(np.shape(i[39]))}: it needs "
-                                  f"rank 3 and the time and batch sizes of input 0 {list(np.shape(i[0]))}",
-                                  at_runtime=True)
+            aux = None
+            if _given(i[39]):
+                if np.ndim(i[39]) != 3 or seq(i[39]).shape[:2] != x.shape[:2]:
+                    raise value_error(f"{name}: input 39 (aux input) has shape {list(np.shape(i[39]))}: it needs "
+                                      f"rank 3 and the time and batch sizes of input 0 {list(np.shape(i[0]))}",
+                                      at_runtime=True)
+                aux = seq(_f32(i[39]))
             aux_w = [_given(i[k]) for k in range(40, 48)]
             if any(aux_w) and aux is None:
                 raise value_error(f"{name}: aux weights (inputs 40-47) need input 39 (aux input)", at_runtime=True)
