@@ -403,3 +403,12 @@ def test_millions_of_channel_scales_return_at_once(huge):
     assert timed(lib.ANeuralNetworksModel_setOperandSymmPerChannelQuantParams, m[0], 0, cq) == BAD_DATA
     assert "scaleCount" in last_error()
     lib.ANeuralNetworksModel_free(m[0])
+
+
+@pytest.mark.parametrize("op", ["RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR"])
+def test_resize_of_an_empty_batch_to_a_huge_size_builds_nothing(op):
+    """Zero batches: nothing to write, so no per-axis tables of 1 << 28 entries (fuzzer finding)."""
+    code, res = timed(run_op, op, [T.f32([0, 2, 2, 1], np.zeros((0, 2, 2, 1))), I32(3), I32(B), T.b(False)],
+                      [T.f32([0, 0, 0, 0])])
+    assert code == 0, res
+    assert res[0].shape == (0, B, 3, 1)
