@@ -9,7 +9,7 @@ import numpy as np
 from . import constants as C
 from .errors import NNError, op_failed, strict
 from .model import TEMP, INPUT, OUTPUT, CONST, CONST_REF, NO_VALUE, SUBGRAPH, Model
-from .ops.base import Info, PoolBuffer, Runtime
+from .ops.base import Info, PoolBuffer, Runtime, MAX_TENSOR_BYTES
 from .event import halted, park, enter_run, leave_run
 from .operand import dims_text
 from . import profile
@@ -25,25 +25,6 @@ def _compatible(declared, got):
     return all(a == 0 or a == b for a, b in zip(declared, got))
 
 
-def _tensor_budget():
-    """Bytes one tensor computed at execution may take (NNAPI_PY_MAX_TENSOR_BYTES, default a
-    quarter of physical memory): a shape that comes from input values is checked against it
-    before anything is allocated, so a huge padding or tile count is OUT_OF_MEMORY with a
-    reason instead of an allocation the system cannot back."""
-    import os
-    v = os.environ.get("NNAPI_PY_MAX_TENSOR_BYTES", "").strip()
-    if v:
-        try:
-            return max(int(v, 0), 1)
-        except ValueError:
-            pass
-    try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 4
-    except (ValueError, OSError, AttributeError):
-        return 1 << 30
-
-
-MAX_TENSOR_BYTES = _tensor_budget()
 UINT32_MAX = 0xFFFFFFFF
 
 
@@ -534,8 +515,9 @@ INTERNAL_ERRORS = []     # (operation, exception text) of kernel failures that v
 def kernel_failure(name, outs, exc):
     """The one place a kernel's unexpected exception becomes a result code and reason:
     OUT_OF_MEMORY for memory exhaustion, otherwise OP_FAILED "internal error" (recorded)."""
-    if isinstance(exc, MemoryError):
-        return NNError(C.OUT_OF_MEMORY, f"{name}: out of memory while computing operands {list(outs)}")
+    if isinstance(exc, MemoryError) or isinstance(exc, ValueError) and "array is too big" in str(exc):
+        why = str(exc) if isinstance(exc, MemoryError) and str(exc) else "an array larger than memory"
+        return NNError(C.OUT_OF_MEMORY, f"{name}: out of memory while computing operands {list(outs)} ({why})")
     _record_internal(name, exc)
     return NNError(C.OP_FAILED, f"{name}: internal error computing operands {list(outs)} ({type(exc).__name__}: {exc})")
 

@@ -412,3 +412,15 @@ def test_resize_of_an_empty_batch_to_a_huge_size_builds_nothing(op):
                       [T.f32([0, 0, 0, 0])])
     assert code == 0, res
     assert res[0].shape == (0, B, 3, 1)
+
+
+def test_convolution_padded_by_huge_parameters_is_out_of_memory_with_its_reason():
+    """Paddings of 2^30 with a stride as large: a few output pixels, but the kernel's padded copy of
+    the input would have 2^31 rows.  A documented limit (docs/decisions.md): OUT_OF_MEMORY naming
+    the working buffer, promptly; never an internal error."""
+    P = 1 << 30
+    ins = [X(), T.f32([2, 2, 2, 2], np.ones(16), const=True), T.f32([2], [0, 0], const=True)] + \
+        [_i(v) for v in (P, P, P, P, P, P, 0)]
+    code, res = timed(run_op, "CONV_2D", ins, [T.f32([0, 0, 0, 0])])
+    assert code == OUT_OF_MEMORY, res
+    assert "CONV_2D" in res and "working buffer" in res and not RAW.search(res)
