@@ -112,6 +112,11 @@ def _devices(devices, num):
         raise null("devices is NULL")
     if num == 0:
         raise bad_data("numDevices is 0: at least one device is needed")
+    if num > len(devices_mod.CONFIG.devices):      # read as one array: any length costs milliseconds
+        if not np.frombuffer(ffi.buffer(ffi.cast("char *", devices), num * ffi.sizeof("void *")), np.uintp).all():
+            raise null("the device list contains NULL")
+        raise bad_data(f"numDevices {num} is more than there are devices ({len(devices_mod.CONFIG.devices)}): "
+                       f"the list repeats a device or holds something else")
     hs = [devices[i] for i in range(num)]
     if 0 in hs:
         raise null("the device list contains NULL")
@@ -134,6 +139,7 @@ def _type_desc(ptr, code, count, d0, d1, d2, d3, dims):
     elif count <= 4:
         d = (d0, d1, d2, d3)[:count]
     else:
+        _rank(count)
         d = tuple(ffi.unpack(ffi.cast("uint32_t *", dims), count))
     return code, d
 
@@ -142,6 +148,11 @@ def _u32_list(ptr, n, what):
     if not ptr:
         raise null(f"{what} is NULL")
     return ffi.unpack(ptr, n) if n else []
+
+
+def _rank(count):
+    if count > C.MAX_RANK:
+        raise bad_data(f"dimensionCount {count} is more than this implementation supports ({C.MAX_RANK})")
 
 
 # ------------------------------------------------------------------------------- Model
@@ -194,6 +205,7 @@ def Model_addOperand(h, tp, code, count, d0, d1, d2, d3, dims, scale, zp):
     elif count <= 4:
         d = (d0, d1, d2, d3)[:count]
     else:
+        _rank(count)
         d = tuple(ffi.unpack(ffi.cast("uint32_t *", dims), count))
     m.add_operand(code, d, scale, zp)
     if _lib is not None and not m.finished and devices_mod.CONFIG.level >= _BATCH_LEVEL and not TRACE_CALLS:
@@ -241,20 +253,29 @@ def Model_setOperandSymmPerChannelQuantParams(h, index, cq):
     n = cq.scaleCount
     if n and not cq.scales:
         raise bad_data("channelQuant->scales is NULL but scaleCount is not 0")
-    m.set_channel_quant(index, cq.channelDim, ffi.unpack(cq.scales, n) if n else [])
+    scales = np.frombuffer(ffi.buffer(cq.scales, 4 * n), np.float32).copy() if n else np.zeros(0, np.float32)
+    m.set_channel_quant(index, cq.channelDim, scales)
     return 0
 
 
 def Model_addOperation(h, code, nin, ins, nout, outs):
     m = _model(h)
-    i = _u32_list(ins, nin, "inputs")
-    o = _u32_list(outs, nout, "outputs")
-    m.add_operation(code, i, o)
+    if not ins:
+        raise null("inputs is NULL")
+    if not outs:
+        raise null("outputs is NULL")
+    m.check_operation_counts(code, nin, nout)
+    m.add_operation(code, _u32_list(ins, nin, "inputs"), _u32_list(outs, nout, "outputs"))
     return 0
 
 
 def Model_identifyInputsAndOutputs(h, nin, ins, nout, outs):
     m = _model(h)
+    if not ins:
+        raise null("inputs is NULL")
+    if not outs:
+        raise null("outputs is NULL")
+    m.check_io_counts(nin, nout)
     m.identify(_u32_list(ins, nin, "inputs"), _u32_list(outs, nout, "outputs"))
     return 0
 
@@ -507,6 +528,25 @@ def Execution_startCompute(h, out):
     return 0
 
 
+def _dependencies(deps, ndeps):
+    """The distinct events of a dependency list; a long list is read as one array (any length
+    costs milliseconds: every entry must be one of the few live events)."""
+    if ndeps <= 64:
+        hs = [deps[i] for i in range(ndeps)]
+        if 0 in hs:
+            raise null("the dependency list contains NULL")
+        return [_event(d) for d in hs]
+    a = np.frombuffer(ffi.buffer(ffi.cast("char *", deps), ndeps * ffi.sizeof("void *")), np.uintp)
+    if not a.all():
+        raise null("the dependency list contains NULL")
+    live = np.array(sorted(h for h, o in list(_H.items()) if o.__class__ in (Event, FenceEvent)), np.uintp)
+    pos = np.minimum(np.searchsorted(live, a), max(len(live) - 1, 0))
+    found = live[pos] == a if len(live) else np.zeros(len(a), bool)
+    if not found.all():
+        raise _bad_handle(int(a[np.argmin(found)]), "ANeuralNetworksEvent")
+    return [_H[int(h)] for h in live[np.bincount(pos, minlength=len(live)) > 0]]
+
+
 def Execution_startComputeWithDependencies(h, deps, ndeps, duration, out):
     _clear(out)
     ex = _exec(h)
@@ -514,10 +554,7 @@ def Execution_startComputeWithDependencies(h, deps, ndeps, duration, out):
         raise null("dependencies is NULL")
     _out(out, "event")
     out[0] = 0
-    hs = [deps[i] for i in range(ndeps)]
-    if 0 in hs:
-        raise null("the dependency list contains NULL")
-    evs = [_event(d) for d in hs]
+    evs = _dependencies(deps, ndeps)
     if duration and not ex.compilation.single_device:
         raise bad_data("a non-zero duration needs a compilation created by createForDevices with exactly one device")
     m = ex.model
@@ -580,9 +617,11 @@ def Burst_free(h):
 
 # ------------------------------------------------------------------------------ Event
 def Event_wait(h):
-    status = _event(h).wait()
+    ev = _event(h)
+    status = ev.wait()
     if status:
-        raise NNError(status, last_error()[1] or f"the computation failed ({C.RESULT_NAMES.get(status)})")
+        raise NNError(status, getattr(ev, "reason", "") or last_error()[1] or
+                      f"the computation failed ({C.RESULT_NAMES.get(status)})")
     return 0
 
 
@@ -644,10 +683,11 @@ def Memory_copy(src, dst):
 
 
 def Memory_free(h):
+    # only the handle goes: models, executions and computations in flight that use the memory
+    # hold it, and it is released with the last of them (docs/decisions.md)
     o = _H.get(h)
     if o.__class__ is Memory or o.__class__ is DescMemory:
         del _H[h]
-        o.close()
 
 
 def MemoryDesc_create(out):
@@ -676,6 +716,7 @@ def MemoryDesc_setDimensions(h, rank, dims):
     d = _desc(h)
     if rank and not dims:
         raise null("dimensions is NULL")
+    _rank(rank)
     d.set_dimensions(tuple(ffi.unpack(dims, rank)) if rank else ())
     return 0
 

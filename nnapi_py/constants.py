@@ -25,6 +25,11 @@ RESULT_NAMES = {
     12: "RESOURCE_EXHAUSTED_TRANSIENT", 13: "RESOURCE_EXHAUSTED_PERSISTENT", 14: "DEAD_OBJECT",
 }
 
+# Implementation limits (docs/decisions.md, "Limits"): Android sets none; lists this long are
+# rejected (BAD_DATA) before they are read, so no call spends seconds on a huge count.
+MAX_OPERATION_OPERANDS = 1 << 16   # operands in one variadic operation list (CONCATENATION, SPLIT, IF, WHILE)
+MAX_RANK = 64                      # dimensions of one operand (numpy's limit: no kernel could run more)
+
 # OperandCode
 FLOAT32 = 0
 INT32 = 1

@@ -25,10 +25,12 @@ class Event:
     def __init__(self, with_fence=False):
         self._done = threading.Event()
         self.status = None
+        self.reason = ""          # why the computation failed (recorded on the worker's thread)
         self.fd = os.eventfd(0, os.EFD_CLOEXEC) if with_fence else -1
 
-    def signal(self, status):
+    def signal(self, status, reason=""):
         self.status = status
+        self.reason = reason
         if self.fd >= 0:
             os.eventfd_write(self.fd, 1)     # before waking waiters: Event_free may close it next
         self._done.set()

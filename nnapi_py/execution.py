@@ -431,7 +431,8 @@ class Execution:
                 status = self.run(fenced=bool(deps))
             self._finish_status(status)
             self.end(status)
-            ev.signal(status)
+            from .errors import last_error
+            ev.signal(status, last_error()[1] if status else "")
 
         pool.submit(task)
         return ev

@@ -1,6 +1,5 @@
 """ANeuralNetworksMemory (fd-backed and descriptor-backed) and ANeuralNetworksMemoryDesc."""
 import mmap
-import os
 
 import numpy as np
 
@@ -12,7 +11,10 @@ PROT_READ, PROT_WRITE = 1, 2
 
 
 class Memory:
-    """Memory from a file descriptor: the fd is duplicated and mapped (MAP_SHARED)."""
+    """Memory from a file descriptor, mapped (MAP_SHARED; the mapping holds its own duplicate
+    of the fd).  ANeuralNetworksMemory_free only drops the handle: a model constant, an
+    execution's input or output, an execution in flight keep using the memory, which is
+    released with its last user (docs/decisions.md, "A memory freed while in use")."""
     kind = "fd"
 
     def __init__(self, size, protect, fd, offset):
@@ -22,17 +24,14 @@ class Memory:
             raise bad_data("memory size must be greater than 0")
         if protect & ~(PROT_READ | PROT_WRITE) or not protect & PROT_READ and protect != 0:
             raise bad_data(f"unsupported protection flags {protect:#x} (use PROT_READ and/or PROT_WRITE)")
-        try:
-            self.fd = os.dup(fd)
-        except OSError as e:
-            raise bad_data(f"cannot duplicate fd {fd}: {e.strerror}") from None
+        if fd >= 1 << 31:
+            raise bad_data(f"invalid file descriptor {fd}")
         page = mmap.ALLOCATIONGRANULARITY
         base = offset - offset % page
         prot = (mmap.PROT_READ if protect & PROT_READ else 0) | (mmap.PROT_WRITE if protect & PROT_WRITE else 0)
-        try:
-            self._map = mmap.mmap(self.fd, size + offset - base, flags=mmap.MAP_SHARED, prot=prot, offset=base)
+        try:      # the mapping keeps its own duplicate of fd, closed when the mapping goes
+            self._map = mmap.mmap(fd, size + offset - base, flags=mmap.MAP_SHARED, prot=prot, offset=base)
         except (OSError, ValueError, OverflowError) as e:
-            os.close(self.fd)
             raise bad_data(f"cannot map fd {fd} (size {size}, offset {offset}): {e}") from None
         self.writable = bool(protect & PROT_WRITE)
         self.readable = bool(protect & PROT_READ)     # PROT_NONE is allowed; reading it would fault
@@ -54,17 +53,6 @@ class Memory:
     def check_readable(self, what):
         if not self.readable:
             raise bad_data(f"{what}: the memory is not readable (it was created without PROT_READ)")
-
-    def close(self):
-        m = getattr(self, "_map", None)
-        if m is not None:
-            self.bytes = None
-            try:
-                m.close()
-            except BufferError:
-                pass   # still viewed by a live array; released when that array goes
-            os.close(self.fd)
-            self._map = None
 
 
 class DescMemory:
@@ -97,9 +85,6 @@ class DescMemory:
             self.array = np.zeros(nbytes, np.uint8)
             self.size = nbytes
         return self.array
-
-    def close(self):
-        self.array = None
 
 
 class MemoryDesc:

@@ -131,7 +131,7 @@ class Model:
             raise bad_data(f"operand {index}: the channel dimension {channel_dim} must be specified")
         if len(scales) != d[channel_dim]:
             raise bad_data(f"operand {index}: scaleCount {len(scales)} does not equal dimension {channel_dim} ({d[channel_dim]})")
-        if not all(s > 0.0 for s in scales):
+        if not (np.asarray(scales, np.float32) > 0.0).all():
             raise bad_data(f"operand {index}: every per-channel scale must be > 0")
         self.channel[index] = ChannelQuant(channel_dim, np.asarray(scales, dtype=np.float32))
 
@@ -145,6 +145,27 @@ class Model:
             elif self.life[i] == SUBGRAPH:
                 inf.value = self.values[i]          # the referenced (finished) Model
         return inf
+
+    def check_operation_counts(self, code, nin, nout):
+        """Before an operation's operand lists are read: their lengths against the operation's
+        signatures, so a list of millions of entries costs nothing (docs/decisions.md)."""
+        self._mutable()
+        op = registry.OPS.get(code)          # an unknown or unsupported code: add_operation says so
+        name = registry.op_name(code)
+        for kind, n, most in (("inputs", nin, op and op.max_inputs), ("outputs", nout, op and op.max_outputs)):
+            if most is not None and n > most:
+                raise bad_data(f"{name}: {n} {kind}, more than any signature of the operation has")
+            if n > C.MAX_OPERATION_OPERANDS:
+                raise bad_data(f"{name}: {n} {kind}, more than this implementation allows in one operation "
+                               f"({C.MAX_OPERATION_OPERANDS})")
+
+    def check_io_counts(self, nin, nout):
+        """Model inputs and outputs are distinct operands: more of them than operands is an error,
+        found before the lists are read."""
+        self._mutable()
+        if nin + nout > len(self.types):
+            raise bad_data(f"{nin} inputs and {nout} outputs name more operands than the model has "
+                           f"({len(self.types)}): an operand may be listed only once")
 
     def add_operation(self, code, ins, outs):
         self._mutable()

@@ -9,7 +9,7 @@ import numpy as np
 from . import constants as C
 from .errors import NNError, bad_data, op_failed, strict
 from .model import TEMP, INPUT, OUTPUT, CONST, CONST_REF, NO_VALUE, SUBGRAPH, Model
-from .ops.base import Info, PoolBuffer, Runtime, deferred_failure
+from .ops.base import Info, PoolBuffer, Runtime, MAX_TENSOR_BYTES, deferred_failure
 from .event import halted, park, enter_run, leave_run
 from .operand import dims_text
 from . import profile
@@ -23,6 +23,35 @@ def _compatible(declared, got):
     if len(declared) != len(got):
         return len(declared) == 0
     return all(a == 0 or a == b for a, b in zip(declared, got))
+
+
+UINT32_MAX = 0xFFFFFFFF
+
+
+def size_problem(name, o, dims, itemsize):
+    """Why operand `o` cannot have the shape `dims` computed for it (None if it can): a negative
+    dimension or a byte size past uint32 is OP_FAILED, as Android's CPU executor fails such an
+    operand ("Operand data size overflows uint32_t"); a size past MAX_TENSOR_BYTES is
+    OUT_OF_MEMORY.  Python integers: no overflow while checking."""
+    n = 1
+    for x in dims:
+        if x < 0:
+            return op_failed(f"{name}: computed output shape {list(dims)} for operand {o} has a negative dimension")
+        n *= x
+    nbytes = n * itemsize
+    if nbytes > UINT32_MAX or any(x > UINT32_MAX for x in dims):
+        return op_failed(f"{name}: computed output shape {list(dims)} for operand {o} needs {nbytes} bytes; "
+                         f"an operand's size must fit in 32 bits (as in Android's runtime)")
+    if nbytes > MAX_TENSOR_BYTES:
+        return NNError(C.OUT_OF_MEMORY, f"{name}: computed output shape {list(dims)} for operand {o} needs "
+                                        f"{nbytes} bytes, more than one tensor may take ({MAX_TENSOR_BYTES} bytes, "
+                                        f"NNAPI_PY_MAX_TENSOR_BYTES)")
+    return None
+
+
+def _itemsize(info):
+    dt = C.DTYPES.get(info.type)
+    return 1 if dt is None else np.dtype(dt).itemsize
 
 
 def _new_pool(nbytes):
@@ -148,6 +177,8 @@ class Plan:
                     raise
                 self.failure = self.failure or e.reason
                 static = False
+            if node.kernel is None:         # a computed size past the limits: fails at execution
+                static = False              # with the reason, where Android fails it
         self.static = static
         self.shapes = shapes
         self.template = tmpl
@@ -193,10 +224,11 @@ class Plan:
     @staticmethod
     def _prepare(node, ins, infos, shapes):
         """Output shapes (into shapes) and the kernel of a node whose input shapes are known."""
-        out_dims = node.op.infer(ins)
+        out_dims = [tuple(int(x) for x in d) for d in node.op.infer(ins)]
+        if any(size_problem(node.name, o, d, _itemsize(infos[o])) for o, d in zip(node.outs, out_dims)):
+            return None
         outs = []
         for o, d in zip(node.outs, out_dims):
-            d = tuple(int(x) for x in d)
             if not _compatible(infos[o].dims, d):
                 raise NNError(C.BAD_DATA, f"{node.name}: computed output shape {list(d)} for operand {o} "
                                           f"conflicts with its declared dimensions {dims_text(infos[o].dims)}")
@@ -531,6 +563,9 @@ class Plan:
                         if not _compatible(infos[o].dims, d):
                             raise op_failed(f"{node.name}: computed output shape {list(d)} for operand {o} "
                                             f"conflicts with its declared dimensions {dims_text(infos[o].dims)}")
+                        e = size_problem(node.name, o, d, _itemsize(infos[o]))
+                        if e is not None:
+                            raise e
                     outs = [infos[o].with_dims(d) for o, d in zip(node.outs, out_dims)]
                     try:
                         kern = node.op.build(ins, outs)
@@ -583,8 +618,9 @@ INTERNAL_ERRORS = []     # (operation, exception text) of kernel failures that v
 def kernel_failure(name, outs, exc):
     """The one place a kernel's unexpected exception becomes a result code and reason:
     OUT_OF_MEMORY for memory exhaustion, otherwise OP_FAILED "internal error" (recorded)."""
-    if isinstance(exc, MemoryError):
-        return NNError(C.OUT_OF_MEMORY, f"{name}: out of memory while computing operands {list(outs)}")
+    if isinstance(exc, MemoryError) or isinstance(exc, ValueError) and "array is too big" in str(exc):
+        why = str(exc) if isinstance(exc, MemoryError) and str(exc) else "an array larger than memory"
+        return NNError(C.OUT_OF_MEMORY, f"{name}: out of memory while computing operands {list(outs)} ({why})")
     _record_internal(name, exc)
     return NNError(C.OP_FAILED, f"{name}: internal error computing operands {list(outs)} ({type(exc).__name__}: {exc})")
 

@@ -23,6 +23,28 @@ import numpy as np
 from .. import constants as C
 from ..errors import NNError, bad_data, strict
 
+
+def _tensor_budget():
+    """Bytes one tensor computed at execution, or one kernel's working buffer, may take
+    (NNAPI_PY_MAX_TENSOR_BYTES, default a quarter of physical memory): a shape that comes from
+    input values is checked against it before anything is allocated (plan.size_problem), so a
+    huge padding or tile count is OUT_OF_MEMORY with a reason instead of an allocation the
+    system cannot back."""
+    import os
+    v = os.environ.get("NNAPI_PY_MAX_TENSOR_BYTES", "").strip()
+    if v:
+        try:
+            return max(int(v, 0), 1)
+        except ValueError:
+            pass
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 4
+    except (ValueError, OSError, AttributeError):
+        return 1 << 30
+
+
+MAX_TENSOR_BYTES = _tensor_budget()
+
 OPS = {}            # operation code -> Op instance
 OPERATION_NAMES = {}  # code -> name for all 106 operations + OEM (for messages)
 
@@ -313,6 +335,10 @@ class Op:
     # Android's validate() itself checks the outputs' ranks and quantization against the inputs
     # (PACK, REVERSE, MIRROR_PAD): those rules fail at addOperation instead of at execution
     validates_outputs = False
+    # more inputs / outputs than any signature of the operation has (None: a variadic list,
+    # bounded by MAX_OPERATION_OPERANDS): addOperation rejects longer lists before it reads them
+    max_inputs = 64
+    max_outputs = 8
 
     def fuse_input(self, ins):
         """Position of this operation's FuseCode input for these input Infos, or None when it

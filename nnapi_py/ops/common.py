@@ -7,7 +7,7 @@ window/padding geometry).
 import numpy as np
 
 from .. import constants as C
-from .base import resolve_axis, scalar, tname, value_error
+from .base import resolve_axis, scalar, tname, value_error, MAX_TENSOR_BYTES
 from .base import scalar as scalar_of       # a known scalar operand's value (None when unknown)
 from . import quant as Q
 from .quant import scale_product
@@ -275,6 +275,12 @@ class _Buffers(dict):
         """The buffer `key` of this shape and dtype; init(a) runs once, when it is made."""
         a = dict.get(self, key)
         if a is None or a.shape != shape or a.dtype != dtype:
+            n = np.dtype(dtype).itemsize
+            for d in shape:
+                n *= int(d)
+            if n > MAX_TENSOR_BYTES:     # e.g. an input padded by parameters of 2^31 - 1
+                raise MemoryError(f"a working buffer of shape {list(shape)} needs {n} bytes, more than one "
+                                  f"tensor may take ({MAX_TENSOR_BYTES} bytes, NNAPI_PY_MAX_TENSOR_BYTES)")
             a = np.zeros(shape, dtype) if zero else np.empty(shape, dtype)
             if init is not None:
                 init(a)

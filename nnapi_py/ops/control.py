@@ -116,6 +116,7 @@ def _run(plan, values, deadline):
 
 
 class _Control(Op):
+    max_inputs = max_outputs = None
     control = True
     # Android 14's validateIfOperation / validateWhileOperation compare the outputs with the
     # referenced models at addOperation: nothing of it waits for the execution

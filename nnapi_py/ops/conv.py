@@ -306,7 +306,7 @@ def prepare_planes(x, nchw, pads, dtype, zp, sw, repeat=1, bufs=None):
     n, h, w, c = xn.shape
     wp = w + pl + pr
     planes = []
-    for p in range(sw):
+    for p in range(min(sw, wp)):         # a phase past the padded width has no column (stride 1 << 28)
         cols = len(range(p, wp, sw))
         shape = (n, h + pt + pb, cols, c)
         pl_ = np.zeros(shape, dtype) if bufs is None else bufs.array(("plane", p), shape, dtype, zero=True)
@@ -1025,7 +1025,7 @@ def _dw_rows_einsum(planes, taps, geom, on, direct, epi, bufs, pk_phases):
     row = ow * o
     acc = on.reshape(n, oh, row) if direct else bufs.array("acc", (n, oh, row), planes[0].dtype)
     first = True
-    for q in range(sw):
+    for q in range(min(sw, kw)):         # phases without a tap add nothing
         kxs = list(range(kw)) if sw == 1 else [kx for kx in range(q, kw, sw)]
         if not kxs:
             continue

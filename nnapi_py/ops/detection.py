@@ -497,6 +497,11 @@ class _RoiOp(Op):
     convert_quant_boxes = False
 
 
+# samples per output bin ROI_ALIGN computes (128x128): a bin's work is one vectorised pass per
+# sample, so a sampling ratio of 1 << 28 would never finish (docs/decisions.md, "Limits")
+MAX_ROI_SAMPLES = 1 << 14
+
+
 @register
 class RoiAlign(_RoiOp):
     name = "ROI_ALIGN"
@@ -530,6 +535,10 @@ class RoiAlign(_RoiOp):
             step_h = np.maximum(y2 - y1, f32(1)) / f32(oh)
             sw = np.full(step_w.shape, sr_w, np.int64) if sr_w > 0 else np.ceil(step_w).astype(np.int64)
             sh = np.full(step_h.shape, sr_h, np.int64) if sr_h > 0 else np.ceil(step_h).astype(np.int64)
+            most = int(sh.max(initial=0)) * int(sw.max(initial=0))
+            if most > MAX_ROI_SAMPLES:        # one pass per sample of a bin: the work a ratio asks for
+                raise value_error(f"{self.name}: sampling ratios {sr_h}x{sr_w} ask {most} samples per output "
+                                  f"bin, more than this implementation computes ({MAX_ROI_SAMPLES})", at_runtime=True)
             keys = sh * (int(sw.max()) + 1) + sw
             for key in np.unique(keys).tolist():
                 g = np.flatnonzero(keys == key)

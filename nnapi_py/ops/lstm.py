@@ -252,6 +252,10 @@ def _check_shapes(name, a, spec, batch, n_in, aux_in=None, at_runtime=True):
     want[spec.h] = (batch, o)
     want[spec.c] = (batch, u)
     if spec.ln:
+        ln = [_given(a[k]) for k in spec.ln]
+        if any(ln) and not (all(ln[1:]) and (cifg or ln[0])):
+            fail(f"inputs {spec.ln[0]}-{spec.ln[3]} (layer normalization weights): give all of them (without "
+                 f"the input one under CIFG) or none")
         for k in spec.ln:
             want[k] = (u,)
     if spec.aux and aux_in is not None:
@@ -417,6 +421,10 @@ class BidirectionalSequenceLstm(Op):
         cell_clip, proj_clip = float(ins[49].value), float(ins[50].value)
         merge, tm = bool(ins[51].value), bool(ins[52].value)
         name = self.name
+        if len(outs) not in ((1, 5) if merge else (2, 6)):      # merge_outputs given as a model input
+            raise value_error(f"{name}: input 51 (merge_outputs) is {'true' if merge else 'false'}, which needs "
+                              f"{'1 or 5' if merge else '2 or 6'} outputs; the operation has {len(outs)}",
+                              at_runtime=True)
 
         def seq(a):
             return a if tm else a.swapaxes(0, 1)

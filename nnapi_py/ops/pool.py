@@ -191,7 +191,13 @@ class _Geometry:
     @staticmethod
     def _taps(size, out, k, s, pad):
         taps = []
-        for t in range(k):
+        ks = range(k)
+        if k > size:        # only taps some output reads inside the image: at most out * size of them,
+            ks = set()      # however wide the filter (a window of 1 << 28 with a stride as large)
+            for o in range(out):
+                ks.update(range(max(0, pad - o * s), min(k, pad - o * s + size)))
+            ks = sorted(ks)
+        for t in ks:
             o0 = max(0, -((t - pad) // s))             # ceil((pad - t) / s)
             o1 = min(out, (size - 1 - t + pad) // s + 1)
             if o1 > o0:

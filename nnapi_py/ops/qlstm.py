@@ -214,6 +214,9 @@ class QuantizedLstm(Op):
             return default if ins[k].omitted or ins[k].value is None else float(ins[k].value)
         inter = [f32(sv(k)) for k in (26, 27, 28, 29)]
         hidden_zp, hidden_scale = int(ins[30].value), f32(sv(31))
+        if not (np.isfinite(hidden_scale) and hidden_scale > 0):      # given as a model input
+            raise value_error(f"{self.name}: input 31 (hidden state scale) must be finite and > 0, got "
+                              f"{hidden_scale}", at_runtime=True)
         cell_clip, proj_clip = f32(sv(24)), f32(sv(25))
         xs, hs, cs = f32(ins[0].scale), f32(ins[18].scale), ins[19].scale
         cell_shift, _ = _log2_exact(cs)

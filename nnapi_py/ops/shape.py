@@ -230,6 +230,7 @@ class Transpose(Op):
 @register
 class Concatenation(Op):
     name = "CONCATENATION"
+    max_inputs = None
     allow_zero_sized = True
     levels = LEVELS_FL1
 
@@ -340,6 +341,7 @@ class Concatenation(Op):
 @register
 class Split(Op):
     name = "SPLIT"
+    max_outputs = None
     levels = LEVELS_FL3_INT
 
     def validate(self, sig):
