@@ -40,8 +40,8 @@ def size_problem(name, o, dims, itemsize):
         n *= x
     nbytes = n * itemsize
     if nbytes > UINT32_MAX or any(x > UINT32_MAX for x in dims):
-        return op_failed(f"{name}: computed output shape {list(dims)} for operand {o} needs {nbytes} bytes; "
-                         f"an operand's size must fit in 32 bits (as in Android's runtime)")
+        return op_failed(f"{name}: computed output shape {list(dims)} for operand {o} needs {nbytes} bytes, "
+                         f"more than an operand can hold (2^32 - 1, as in Android's runtime)")
     if nbytes > MAX_TENSOR_BYTES:
         return NNError(C.OUT_OF_MEMORY, f"{name}: computed output shape {list(dims)} for operand {o} needs "
                                         f"{nbytes} bytes, more than one tensor may take ({MAX_TENSOR_BYTES} bytes, "
