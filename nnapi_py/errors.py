@@ -7,6 +7,7 @@ NNAPI_PY_TRACE=errors prints every non-zero result to stderr; NNAPI_PY_TRACE=cal
 prints every call as well.
 """
 import os
+import re
 import sys
 import threading
 
@@ -68,10 +69,21 @@ _last = {}
 _get_ident = threading.get_ident
 
 
+_INNER = re.compile(r"ANeuralNetworks\w+: ")
+
+
 def set_last(func, code, reason):
     """Record a failed call's code and reason for this thread; the reason names the function
-    (prefixed here, the one place every reason passes, unless it already starts with it)."""
-    _last[_get_ident()] = (code, reason if reason.startswith(func) else f"{func}: {reason}")
+    (prefixed here, the one place every reason passes, unless it already starts with it).  A
+    reason passed on from an inner step recorded under another function (the computation of a
+    burstCompute or of an Event_wait) names only the function the client called."""
+    if not reason.startswith(func):
+        m = _INNER.match(reason)
+        if m:
+            reason = reason[m.end():]
+        _last[_get_ident()] = (code, f"{func}: {reason}")
+    else:
+        _last[_get_ident()] = (code, reason)
     if TRACE_ERRORS:
         sys.stderr.write(f"nnapi_py: {func} -> {C.RESULT_NAMES.get(code, code)}: {reason}\n")
         sys.stderr.flush()

@@ -162,3 +162,23 @@ def test_every_reason_names_its_function():
         c.run({"a": np.zeros(2, np.float32)})
     assert e.value.reason.startswith("ANeuralNetworksExecution_compute: ")
     assert str(e.value).count("ANeuralNetworksExecution_compute") == 1     # the message does not repeat it
+
+
+def test_a_reason_passed_on_names_only_the_called_function():
+    """A failed computation's reason reaches burstCompute and Event_wait with the function the
+    client called, not the inner computation's name as well."""
+    import re
+    import nnapi_py as nn
+    bad = nn.Model()
+    a = bad.input("a", nn.float32, (2,))
+    bad.output(bad.op("ADD", a, a, 9), "y")       # FuseCode 9: fails at execution
+    c = bad.compile()
+    x = {"a": np.zeros(2, np.float32)}
+    for run, func in ((c.run, "ANeuralNetworksExecution_compute"),
+                      (c.burst().run, "ANeuralNetworksExecution_burstCompute"),
+                      (c.run_async, "ANeuralNetworksEvent_wait")):
+        with pytest.raises(nn.NNAPIError) as e:
+            run(x)
+        assert e.value.reason.startswith(func + ": "), e.value.reason
+        assert re.findall(r"ANeuralNetworks\w+: ", e.value.reason) == [func + ": "], e.value.reason
+        assert "fused activation" in e.value.reason
