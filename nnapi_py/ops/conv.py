@@ -347,7 +347,7 @@ class _Epilogue:
 
     def __call__(self, acc, dst, inplace):
         if self.quant:
-            self.stage(acc, dst)
+            self.stage.consume(acc, dst)          # acc: the kernel's own work array
             return
         if self.bias is not None:
             key = acc.shape
@@ -410,6 +410,8 @@ class _StageCache:
         self.const = self.one = None
         if packed.val is not None and bias_value is not None:
             self.const = qs.stage(bias_value, packed.val.bound)
+            if packed.val.dtype == np.float32:
+                self.const.prepare_f32(qs.out.dtype)
             if one_pixel is not None:
                 self.one = Q.TableProduct.for_stage(packed.val.mat, zx, self.const, qs.out.dtype, one_pixel)
             dims = qs.out.dims

@@ -153,6 +153,8 @@ class FullyConnected(Op):
         const_stage = one_row = None
         if w.value is not None and ins[2].value is not None:
             const_stage = stage_for(gemm.val, ins[2].value)
+            if gemm.val.dtype == np.float32:
+                const_stage.prepare_f32(out.dtype)
             if out.dims is not None and all(out.dims):
                 if int(out.dims[0]) == 1:          # one row (a streaming step): quant.TableProduct
                     one_row = Q.TableProduct.for_stage(gemm.val.wt, x.zp, const_stage, out.dtype)
@@ -167,7 +169,7 @@ class FullyConnected(Op):
                 return
             st = const_stage if const else stage_for(g, i[2])
             acc = g(i[0].reshape(-1, size))
-            st(acc, o[0])
+            st.consume(acc, o[0])                   # acc: a fresh product
         return k
 
 
