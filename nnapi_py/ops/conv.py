@@ -23,7 +23,9 @@ quantized values, zero padding).  The arithmetic:
 
 Quantized layers compute their integer sums exactly with BLAS on centred values (float32
 when every partial sum provably stays below 2**24, else float64) and requantize with
-quant.OutputStage (the reference rounding, per-channel multipliers vectorised).
+quant.OutputStage (the reference rounding, per-channel multipliers vectorised); a constant
+filter and bias with float32 sums get, at compilation, OutputStage.prepare_f32's float32
+requantization wherever it is proven to give the reference's results (OutputStage.consume).
 """
 import numpy as np
 

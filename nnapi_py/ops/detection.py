@@ -26,6 +26,11 @@ BOX_WITH_NMS_LIMIT (the reference semantics, reproduced decision for decision):
 The number of output boxes depends on the input values: inputs 0-2 are value inputs, the
 shape rule runs the selection (memoised, so the kernel does not redo it).
 
+DETECTION_POSTPROCESSING in regular mode runs the reference's hard NMS of every class at once
+(per_class_hard_nms: with distinct scores the reference's walk is the greedy walk down the
+sorted candidates; a class whose walk meets equal scores is redone by the reference's own walk,
+whose candidate-list swaps decide ties).
+
 ROI_ALIGN: each output cell averages sampling points laid out evenly in its bin (sampling
 ratio 0: ceil(bin size) points per axis, per region), each bilinearly interpolated, edge
 points clamped.  Geometry and accumulation order follow the reference in float32;
