@@ -164,3 +164,29 @@ def test_conv_near_the_float32_bound(k_in, extreme):
     want = _conv_ref(x, w, b, 128, 128, real, 100, 100, 255)      # RELU: lo = zp = 100
     np.testing.assert_array_equal(got, want)
     assert len(np.unique(want)) > 10 and want.max() == 255 and want.min() == 100
+
+
+@pytest.mark.parametrize("rows", [1, 3])
+def test_fully_connected_long_row(rows):
+    """FULLY_CONNECTED with one row of 400 units (a classifier's last layer: the float32 product
+    and requantization instead of quant.TableProduct) and with three rows, against the exact
+    integer reference."""
+    import nnapi_py as nn
+    from nnapi_py import constants as C
+    k, n = 300, 400
+    x = rng.integers(0, 256, (rows, k)).astype(np.uint8)
+    w = rng.integers(100, 156, (n, k)).astype(np.uint8)
+    b = rng.integers(-3000, 3000, n).astype(np.int32)
+    sx, sw_, so = 0.05, 0.01, 0.2
+    m = nn.Model()
+    xi = m.input("x", nn.quant8_asymm(sx, 7), x.shape)
+    wi = m.constant(w, nn.quant8_asymm(sw_, 128))
+    bi = m.constant(b, nn.OperandType(C.TENSOR_INT32, float(np.float32(sx) * np.float32(sw_)), 0))
+    y = m.op("FULLY_CONNECTED", xi, wi, bi, 1, outputs=[(nn.quant8_asymm(so, 20), (rows, n))])
+    m.output(y, "y")
+    got = m.compile().run({"x": x})["y"]
+    acc = (x.astype(np.int64) - 7) @ (w.astype(np.int64) - 128).T + b
+    q, shift = quantize_multiplier(float(np.float32(sx) * np.float32(sw_)) / so)
+    want = np.vectorize(lambda a: max(20, min(255, mul_q(int(a), q, shift) + 20)))(acc)
+    np.testing.assert_array_equal(got, want)
+    assert len(np.unique(want)) > 50

@@ -220,7 +220,7 @@ def exact_dtype(bound):
     return np.float32 if bound < _EXACT_F32 else np.float64
 
 
-_SMALL_VALUES = 128      # OutputStage calls on at most this many values use the step table
+_SMALL_VALUES = SMALL_VALUES = 128   # OutputStage calls on at most this many values use the step table
 _SMALL_STEPS = 1 << 15   # ... with at most this many steps (8-bit outputs, <= 128 channels: the
                          # table takes about 4 ms to make for 64 channels)
 
