@@ -190,3 +190,50 @@ def test_fully_connected_long_row(rows):
     want = np.vectorize(lambda a: max(20, min(255, mul_q(int(a), q, shift) + 20)))(acc)
     np.testing.assert_array_equal(got, want)
     assert len(np.unique(want)) > 50
+
+
+def test_exact_splits_bounds():
+    """Each chunk's bound is below 2**24 and the next row would reach it (greedy), the chunks
+    cover K in order."""
+    w = rng.integers(0, 256, (3000, 40)).astype(np.float64)
+    sp = Q.exact_splits(w, 255)
+    assert sp[0][0] == 0 and sp[-1][1] == 3000 and all(a[1] == b[0] for a, b in zip(sp, sp[1:]))
+    for k0, k1 in sp:
+        assert 255 * w[k0:k1].sum(0).max() < 2 ** 24
+        if k1 < 3000:
+            assert 255 * w[k0:k1 + 1].sum(0).max() >= 2 ** 24
+    assert Q.exact_splits(np.full((10, 2), 2.0 ** 24), 1) is None
+
+
+@pytest.mark.parametrize("rows", [1, 5])
+@pytest.mark.parametrize("k", [515, 514, 1600])
+def test_fully_connected_k_split(rows, k):
+    """FULLY_CONNECTED whose bound is at 2**24 or above (weights 0 or 255 around zero point
+    128 -> |w - zw| 127..128; x - zx up to 255): K split into float32 chunks added in float64
+    (515 rows: the first K whose bound 255 * 128 * K reaches 2**24; 514: just below, one chunk),
+    against the exact integer reference, with the extreme accumulators (every product at its
+    maximum) included."""
+    import nnapi_py as nn
+    from nnapi_py import constants as C
+    from nnapi_py.ops.dense import QuantGemm
+    n = 300
+    w = rng.choice(np.array([0, 255], np.uint8), (n, k))
+    w[0] = 0                                        # w - zw = -128 throughout
+    x = rng.integers(0, 256, (rows, k)).astype(np.uint8)
+    x[0] = 255                                      # x - zx = 255: acc = -255 * 128 * K
+    g = QuantGemm(w, 128, C.TENSOR_QUANT8_ASYMM, 0)
+    assert g.dtype == np.float32 and (g.splits is None) == (k == 514)
+    b = rng.integers(-3000, 3000, n).astype(np.int32)
+    sx, sw_, so = 0.05, 0.01, 40.0
+    m = nn.Model()
+    xi = m.input("x", nn.quant8_asymm(sx, 0), x.shape)
+    wi = m.constant(w, nn.quant8_asymm(sw_, 128))
+    bi = m.constant(b, nn.OperandType(C.TENSOR_INT32, float(np.float32(sx) * np.float32(sw_)), 0))
+    y = m.op("FULLY_CONNECTED", xi, wi, bi, 0, outputs=[(nn.quant8_asymm(so, 128), (rows, n))])
+    m.output(y, "y")
+    got = m.compile().run({"x": x})["y"]
+    acc = x.astype(np.int64) @ (w.astype(np.int64) - 128).T + b
+    q, shift = quantize_multiplier(float(np.float32(sx) * np.float32(sw_)) / so)
+    want = np.vectorize(lambda a: max(0, min(255, mul_q(int(a), q, shift) + 128)))(acc)
+    np.testing.assert_array_equal(got, want)
+    assert want[0, 0] == 0 and len(np.unique(want)) > 20

@@ -220,6 +220,26 @@ def exact_dtype(bound):
     return np.float32 if bound < _EXACT_F32 else np.float64
 
 
+def exact_splits(abs_w, cmax, most=8):
+    """Chunks [(k0, k1), ...] of the K rows of abs_w ([K, N], |centred weights|) such that
+    cmax * max_n sum_{k0 <= k < k1} abs_w[k, n] < 2**24 for each: every partial sum of a chunk's
+    float32 product is then an exact integer (the K-split of a product whose whole bound is
+    2**24 or more).  Greedy from the first row; None when one row alone is too large or more
+    than `most` chunks would be needed."""
+    k = abs_w.shape[0]
+    cs = np.cumsum(np.vstack([np.zeros((1, abs_w.shape[1])), abs_w]), axis=0)      # [K + 1, N]
+    limit = _EXACT_F32 / max(cmax, 1)
+    out, k0 = [], 0
+    while k0 < k:
+        reach = (cs[k0 + 1:] - cs[k0]).max(axis=1)           # non-decreasing in the chunk's end
+        k1 = k0 + int(np.searchsorted(reach, limit, side="left"))    # rows with reach < limit
+        if k1 == k0 or len(out) == most:
+            return None
+        out.append((k0, k1))
+        k0 = k1
+    return out
+
+
 _SMALL_VALUES = SMALL_VALUES = 128   # OutputStage calls on at most this many values use the step table
 _SMALL_STEPS = 1 << 15   # ... with at most this many steps (8-bit outputs, <= 128 channels: the
                          # table takes about 4 ms to make for 64 channels)
