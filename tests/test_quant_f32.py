@@ -100,11 +100,17 @@ def test_f32_requantization_equals_the_reference(case):
 
 
 def test_f32_exhaustive_per_tensor():
-    """Every accumulator of [-2**20, 2**20] through one per-tensor stage of each output type."""
+    """Every accumulator of [-2**20, 2**20] through per-tensor stages of both output types, with
+    and without a ReLU-type clamp."""
     acc = np.arange(-(1 << 20), 1 << 20, dtype=np.int64).reshape(-1, 1)
-    for dt, zp, lo, hi in ((np.uint8, 3, 3, 255), (np.int8, -5, -5, 127), (np.uint8, 0, 0, 120)):
-        st = Q.OutputStage(0.0007, zp, lo, hi, bias=[1234], acc_bound=(1 << 24) - 1)
+    for dt, zp, lo, hi, real in ((np.uint8, 3, 3, 255, 0.0007), (np.int8, -5, -5, 127, 0.0007),
+                                 (np.uint8, 0, 0, 120, 0.0007),
+                                 # no activation, zero point inside the range: the reference's
+                                 # negative-side correction (the float32 form's second term)
+                                 (np.uint8, 100, 0, 255, 0.02), (np.int8, 3, -128, 127, 0.03)):
+        st = Q.OutputStage(real, zp, lo, hi, bias=[1234], acc_bound=(1 << 24) - 1)
         assert st.prepare_f32(dt)
+        assert (st.f32[2] is not None) == (lo < zp)
         np.testing.assert_array_equal(fast(st, acc, dt), exact(st, acc, dt))
 
 
