@@ -172,29 +172,38 @@ def test_conv_near_the_float32_bound(k_in, extreme):
     assert len(np.unique(want)) > 10 and want.max() == 255 and want.min() == 100
 
 
+def _fc_check(x, w, b, zx, so, zo, fuse):
+    """FULLY_CONNECTED (input scale 0.05, zero point zx; weights scale 0.01, zero point 128;
+    output scale so, zero point zo) run through the library against the exact integer
+    reference (fuse: 0 none, 1 RELU); returns the reference output."""
+    import nnapi_py as nn
+    from nnapi_py import constants as C
+    sx, sw_ = 0.05, 0.01
+    m = nn.Model()
+    xi = m.input("x", nn.quant8_asymm(sx, zx), x.shape)
+    wi = m.constant(w, nn.quant8_asymm(sw_, 128))
+    bi = m.constant(b, nn.OperandType(C.TENSOR_INT32, float(np.float32(sx) * np.float32(sw_)), 0))
+    y = m.op("FULLY_CONNECTED", xi, wi, bi, fuse, outputs=[(nn.quant8_asymm(so, zo), (x.shape[0], w.shape[0]))])
+    m.output(y, "y")
+    got = m.compile().run({"x": x})["y"]
+    acc = (x.astype(np.int64) - zx) @ (w.astype(np.int64) - 128).T + b
+    q, shift = quantize_multiplier(float(np.float32(sx) * np.float32(sw_)) / so)
+    lo = zo if fuse == 1 else 0
+    want = np.vectorize(lambda a: max(lo, min(255, mul_q(int(a), q, shift) + zo)))(acc)
+    np.testing.assert_array_equal(got, want)
+    return want
+
+
 @pytest.mark.parametrize("rows", [1, 3])
 def test_fully_connected_long_row(rows):
     """FULLY_CONNECTED with one row of 400 units (a classifier's last layer: the float32 product
     and requantization instead of quant.TableProduct) and with three rows, against the exact
     integer reference."""
-    import nnapi_py as nn
-    from nnapi_py import constants as C
     k, n = 300, 400
     x = rng.integers(0, 256, (rows, k)).astype(np.uint8)
     w = rng.integers(100, 156, (n, k)).astype(np.uint8)
     b = rng.integers(-3000, 3000, n).astype(np.int32)
-    sx, sw_, so = 0.05, 0.01, 0.2
-    m = nn.Model()
-    xi = m.input("x", nn.quant8_asymm(sx, 7), x.shape)
-    wi = m.constant(w, nn.quant8_asymm(sw_, 128))
-    bi = m.constant(b, nn.OperandType(C.TENSOR_INT32, float(np.float32(sx) * np.float32(sw_)), 0))
-    y = m.op("FULLY_CONNECTED", xi, wi, bi, 1, outputs=[(nn.quant8_asymm(so, 20), (rows, n))])
-    m.output(y, "y")
-    got = m.compile().run({"x": x})["y"]
-    acc = (x.astype(np.int64) - 7) @ (w.astype(np.int64) - 128).T + b
-    q, shift = quantize_multiplier(float(np.float32(sx) * np.float32(sw_)) / so)
-    want = np.vectorize(lambda a: max(20, min(255, mul_q(int(a), q, shift) + 20)))(acc)
-    np.testing.assert_array_equal(got, want)
+    want = _fc_check(x, w, b, 7, 0.2, 20, 1)
     assert len(np.unique(want)) > 50
 
 
@@ -219,7 +228,6 @@ def test_fully_connected_k_split(rows, k):
     (515 rows: the first K whose bound 255 * 128 * K reaches 2**24; 514: just below, one chunk),
     against the exact integer reference, with the extreme accumulators (every product at its
     maximum) included."""
-    import nnapi_py as nn
     from nnapi_py import constants as C
     from nnapi_py.ops.dense import QuantGemm
     n = 300
@@ -230,16 +238,5 @@ def test_fully_connected_k_split(rows, k):
     g = QuantGemm(w, 128, C.TENSOR_QUANT8_ASYMM, 0)
     assert g.dtype == np.float32 and (g.splits is None) == (k == 514)
     b = rng.integers(-3000, 3000, n).astype(np.int32)
-    sx, sw_, so = 0.05, 0.01, 40.0
-    m = nn.Model()
-    xi = m.input("x", nn.quant8_asymm(sx, 0), x.shape)
-    wi = m.constant(w, nn.quant8_asymm(sw_, 128))
-    bi = m.constant(b, nn.OperandType(C.TENSOR_INT32, float(np.float32(sx) * np.float32(sw_)), 0))
-    y = m.op("FULLY_CONNECTED", xi, wi, bi, 0, outputs=[(nn.quant8_asymm(so, 128), (rows, n))])
-    m.output(y, "y")
-    got = m.compile().run({"x": x})["y"]
-    acc = x.astype(np.int64) @ (w.astype(np.int64) - 128).T + b
-    q, shift = quantize_multiplier(float(np.float32(sx) * np.float32(sw_)) / so)
-    want = np.vectorize(lambda a: max(0, min(255, mul_q(int(a), q, shift) + 128)))(acc)
-    np.testing.assert_array_equal(got, want)
+    want = _fc_check(x, w, b, 0, 40.0, 128, 0)
     assert want[0, 0] == 0 and len(np.unique(want)) > 20
