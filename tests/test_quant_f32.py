@@ -240,3 +240,30 @@ def test_fully_connected_k_split(rows, k):
     b = rng.integers(-3000, 3000, n).astype(np.int32)
     want = _fc_check(x, w, b, 0, 40.0, 128, 0)
     assert want[0, 0] == 0 and len(np.unique(want)) > 20
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_conv_1x1_cast_block_by_block(stride):
+    """A quantized 1x1 convolution without padding casts and centres its input block by block
+    (input zero point 77, strides 1 and 2, 40 rows: several blocks), against the exact
+    integer reference."""
+    import nnapi_py as nn
+    from nnapi_py import constants as C
+    h, c, o = 40, 96, 40
+    x = rng.integers(0, 256, (1, h, h, c)).astype(np.uint8)
+    w = rng.integers(0, 256, (o, 1, 1, c)).astype(np.uint8)
+    b = rng.integers(-3000, 3000, o).astype(np.int32)
+    sx, sw_, so = 0.05, 0.01, 0.5
+    oh = (h - 1) // stride + 1
+    m = nn.Model()
+    xi = m.input("x", nn.quant8_asymm(sx, 77), x.shape)
+    wi = m.constant(w, nn.quant8_asymm(sw_, 130))
+    bi = m.constant(b, nn.OperandType(C.TENSOR_INT32, float(np.float32(sx) * np.float32(sw_)), 0))
+    y = m.op("CONV_2D", xi, wi, bi, 0, 0, 0, 0, stride, stride, 0,
+             outputs=[(nn.quant8_asymm(so, 120), (1, oh, oh, o))])
+    m.output(y, "y")
+    got = m.compile().run({"x": x})["y"]
+    real = float(np.float32(sx) * np.float32(sw_)) / so
+    want = _conv_ref(x[:, ::stride, ::stride], w, b, 77, 130, real, 120, 0, 255)
+    np.testing.assert_array_equal(got, want)
+    assert len(np.unique(want)) > 50
