@@ -416,6 +416,55 @@ def test_postprocess_identical_boxes_are_suppressed_to_one():
     check_postprocess(out, scores, np.zeros((1, 5, 4), f32), anchors, p)
 
 
+def _per_class_loop(scores, boxes, score_th, iou_th, limit):
+    """Every class through hard_nms (the reference's own walk), one class after another."""
+    from nnapi_py.ops.detection import hard_nms
+    out = []
+    for c in range(scores.shape[1]):
+        cand = np.flatnonzero(scores[:, c] > score_th)
+        out.append(cand[hard_nms(scores[cand, c], boxes[cand], iou_th, limit)].tolist())
+    return out
+
+
+@pytest.mark.parametrize("levels", [0, 4, 50])            # 0: float scores, else that many values
+@pytest.mark.parametrize("limit", [1, 3, 40, -1])
+def test_per_class_hard_nms_is_the_class_by_class_walk(levels, limit):
+    """Regular-mode DETECTION_POSTPROCESSING's all-classes NMS keeps, per class, exactly what
+    hard_nms keeps (same anchors, same order): distinct scores (the sorted walk), coarse
+    scores (ties: the reference's swaps decide), the block boundary (33+ candidates), NaN
+    boxes and scores, identical boxes."""
+    from nnapi_py.ops.detection import per_class_hard_nms
+    r = np.random.default_rng(levels * 100 + limit + 5)
+    for na, ncls in ((1, 1), (5, 3), (40, 7), (300, 12)):
+        scores = r.uniform(0, 1, (na, ncls)).astype(f32)
+        if levels:
+            scores = (np.floor(scores * levels) / levels).astype(f32)
+        c = r.uniform(0.2, 0.8, (na, 2))
+        s = r.uniform(0.02, 0.3, (na, 2))
+        boxes = np.concatenate([c - s, c + s], 1).astype(f32)
+        if na > 4:
+            boxes[3] = boxes[1]                                  # identical boxes
+            boxes[4, 0] = np.nan
+            scores[2, 0] = np.nan
+        for th in (0.3, 0.6):
+            kept, nk = per_class_hard_nms(scores, boxes, f32(0.1), f32(th), limit)
+            got = [kept[k, :nk[k]].tolist() for k in range(ncls)]
+            assert got == _per_class_loop(scores, boxes, f32(0.1), f32(th), limit)
+
+
+def test_postprocess_regular_ssd_sized_matches_reference():
+    """A larger regular-mode head (200 anchors, 6 classes, some coarse scores) against the
+    scalar reference."""
+    b, na, nc = 1, 200, 7
+    scores = rng.uniform(0, 1, (b, na, nc)).astype(f32)
+    scores[..., 3] = np.floor(scores[..., 3] * 8) / 8                  # one class with ties
+    deltas = rng.normal(0, 0.5, (b, na, 4)).astype(f32)
+    anchors = anchor_grid(na)
+    p = dp_params(max_det=60, per_cls=25, score_th=0.2, iou_th=0.4)
+    out = ok(run_op("DETECTION_POSTPROCESSING", *dp_ops(scores, deltas, anchors, p)))
+    check_postprocess(out, scores, deltas, anchors, p)
+
+
 def test_postprocess_float16():
     scores = (rng.integers(0, 10, (1, 8, 3)) / 10).astype(np.float16)
     deltas = rng.normal(0, 1, (1, 8, 4)).astype(np.float16)

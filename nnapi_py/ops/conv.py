@@ -23,7 +23,9 @@ quantized values, zero padding).  The arithmetic:
 
 Quantized layers compute their integer sums exactly with BLAS on centred values (float32
 when every partial sum provably stays below 2**24, else float64) and requantize with
-quant.OutputStage (the reference rounding, per-channel multipliers vectorised).
+quant.OutputStage (the reference rounding, per-channel multipliers vectorised); a constant
+filter and bias with float32 sums get, at compilation, OutputStage.prepare_f32's float32
+requantization wherever it is proven to give the reference's results (OutputStage.consume).
 """
 import numpy as np
 
@@ -347,7 +349,7 @@ class _Epilogue:
 
     def __call__(self, acc, dst, inplace):
         if self.quant:
-            self.stage(acc, dst)
+            self.stage.consume(acc, dst)          # acc: the kernel's own work array
             return
         if self.bias is not None:
             key = acc.shape
@@ -410,6 +412,8 @@ class _StageCache:
         self.const = self.one = None
         if packed.val is not None and bias_value is not None:
             self.const = qs.stage(bias_value, packed.val.bound)
+            if packed.val.dtype == np.float32:
+                self.const.prepare_f32(qs.out.dtype)
             if one_pixel is not None:
                 self.one = Q.TableProduct.for_stage(packed.val.mat, zx, self.const, qs.out.dtype, one_pixel)
             dims = qs.out.dims
@@ -525,7 +529,7 @@ def _ones_last_column(a):
     a[:, -1] = 1
 
 
-def _conv_blocks(xp, pk, geom, on, epi, groups, bufs, aug):
+def _conv_blocks(xp, pk, geom, on, epi, groups, bufs, aug, raw_zp=None):
     """xp: padded NHWC input (compute dtype); pk.mat: [KH*KW*Cg, O] (groups == 1) or
     [G, KH*KW*Cg, Og]; on: NHWC view of the output.  Accumulators reach the epilogue as
     [rows, OW, O] blocks.  bufs (a Scratch set) holds the patch and accumulator blocks.
@@ -533,7 +537,11 @@ def _conv_blocks(xp, pk, geom, on, epi, groups, bufs, aug):
     patches then get a column of ones, so the GEMM adds the bias (the last term of every sum,
     as the separate pass would) and the epilogue only applies the activation: one pass over
     the output fewer.  Used where the patches are copied anyway, or where copying the input
-    costs less than a pass over the output (O >= 2 C)."""
+    costs less than a pass over the output (O >= 2 C).
+    raw_zp (a quantized 1x1 layer without padding): xp is the raw NHWC input, each block of
+    it is cast and centred by raw_zp into the patch block just before its GEMM, so the input's
+    compute-dtype copy stays in cache instead of being written whole first (in-process, side
+    by side: 56x56x144 -> 24 0.79 -> 0.77 ms, with an input zero point 0.88 -> 0.84 ms)."""
     kh, kw, (sh, sw), (dh, dw), oh, ow = geom
     n, _, _, c = xp.shape
     o = on.shape[3]
@@ -556,7 +564,7 @@ def _conv_blocks(xp, pk, geom, on, epi, groups, bufs, aug):
             epi(on, on, True)
             return
         npix = n * oh * ow
-        if npix * o <= _SMALL_PREP and src.flags.c_contiguous:            # a few pixels: one GEMM
+        if npix * o <= _SMALL_PREP and src.flags.c_contiguous and raw_zp is None:   # a few pixels: one GEMM
             acc = bufs.array("acc1", (npix, o), pk.dtype)
             np.matmul(src.reshape(-1, c), mat, out=acc)
             epi(acc.reshape(on.shape), on, False)                      # on may be NCHW's view
@@ -567,11 +575,13 @@ def _conv_blocks(xp, pk, geom, on, epi, groups, bufs, aug):
             for r0 in range(0, oh, rows):
                 r1 = min(oh, r0 + rows)
                 blk = src[b, r0:r1]
-                if blk.flags.c_contiguous:
+                if blk.flags.c_contiguous and raw_zp is None:
                     cols = blk.reshape(-1, c)
                 else:
                     cols = bufs.array("cols", (rows * ow, c), pk.dtype)[:(r1 - r0) * ow]
                     cols.reshape(blk.shape)[...] = blk
+                    if raw_zp:
+                        np.subtract(cols, pk.dtype(raw_zp), out=cols)
                 dst = on[b, r0:r1]
                 if direct:
                     np.matmul(cols, mat, out=dst.reshape(-1, o))
@@ -716,6 +726,7 @@ def _conv_like_build(op, ins, outs, L, groups_of=None):
     bias_const = ins[2].value
 
     filter_src = packed.src
+    raw = res.quant and groups == 1 and (kh, kw) == (1, 1) and not nchw and not any(pads)
 
     def kernel(i, oarr):
         out = oarr[0]
@@ -728,6 +739,9 @@ def _conv_like_build(op, ins, outs, L, groups_of=None):
         on = out.transpose(0, 2, 3, 1) if nchw else out
         bufs = scratch.take()
         try:
+            if raw:                 # cast and centred block by block inside _conv_blocks
+                _conv_blocks(i[0], pk, geom, on, res.epilogue(pk, i[2]), 1, bufs, None, res.zp)
+                return
             xp = prepare_input(i[0], nchw, (pt, pb, pl, pr), pk.dtype, res.zp, bufs)
             aug = res.augmented(pk, i[2]) if groups == 1 else None
             _conv_blocks(xp, pk, geom, on, res.epilogue(pk, i[2]), groups, bufs, aug)

@@ -26,6 +26,11 @@ BOX_WITH_NMS_LIMIT (the reference semantics, reproduced decision for decision):
 The number of output boxes depends on the input values: inputs 0-2 are value inputs, the
 shape rule runs the selection (memoised, so the kernel does not redo it).
 
+DETECTION_POSTPROCESSING in regular mode runs the reference's hard NMS of every class at once
+(per_class_hard_nms: with distinct scores the reference's walk is the greedy walk down the
+sorted candidates; a class whose walk meets equal scores is redone by the reference's own walk,
+whose candidate-list swaps decide ties).
+
 ROI_ALIGN: each output cell averages sampling points laid out evenly in its bin (sampling
 ratio 0: ceil(bin size) points per axis, per region), each bilinearly interpolated, edge
 points clamped.  Geometry and accumulation order follow the reference in float32;
@@ -704,6 +709,90 @@ def _hard_nms_small(scores, boxes, th, limit):
     return np.asarray(order[:start], np.int64)
 
 
+_NMS_BLOCK = 32          # sorted candidates per class decided per step of per_class_hard_nms
+
+
+def per_class_hard_nms(scores, boxes, score_th, iou_th, limit):
+    """hard_nms of every class of scores (na, C) against the shared boxes (na, 4), all classes at
+    once: (kept anchors (C, L), kept count per class (C,)), each row in selection order.
+
+    With distinct scores the reference's selection is the greedy walk down the candidates
+    sorted by score (a candidate is kept unless a kept one's IoU with it is >= iou_th); its
+    ties are broken by the order of its candidate list, which its swaps permute, so a class
+    whose walk meets two equal scores (up to the candidate after its last kept one) is redone
+    by hard_nms itself.  The walk decides _NMS_BLOCK sorted positions of every unfinished
+    class per step: one IoU product of the block against the class's kept boxes and within
+    the block, then a loop over the block's positions of a few numpy calls on [classes,
+    block] arrays.  IoUs are _iou's float32 values (symmetric bit for bit)."""
+    na, ncls = scores.shape
+    lim = na if limit < 0 else limit
+    key = np.where(scores > score_th, scores, f32(-np.inf)).T           # [C, na]
+    m = np.count_nonzero(scores > score_th, axis=0)
+    order = np.argsort(-key, axis=1, kind="stable")
+    b = boxes.astype(f32)
+    y0, x0, y1, x1 = (np.ascontiguousarray(b[:, k]) for k in range(4))
+    area = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
+    th = f32(iou_th)
+
+    def iou_ge(a, o):
+        """IoU(a, o) >= th for anchor index arrays broadcasting together (_iou's arithmetic)."""
+        w = np.minimum(y1[a], y1[o]) - np.maximum(y0[a], y0[o])
+        h = np.minimum(x1[a], x1[o]) - np.maximum(x0[a], x0[o])
+        np.maximum(w, 0, out=w)
+        np.maximum(h, 0, out=h)
+        inter = w * h
+        return inter / (area[a] + area[o] - inter) >= th
+
+    L = max(0, min(lim, int(m.max()) if ncls else 0))
+    kept = np.zeros((ncls, max(L, 1)), np.int64)
+    nk = np.zeros(ncls, np.int64)
+    last = np.full(ncls, -1, np.int64)              # sorted position of the last kept candidate
+    rows = np.flatnonzero(m > 0) if L else np.zeros(0, np.int64)
+    p0 = 0
+    while rows.size:
+        w_ = min(_NMS_BLOCK, int(m[rows].max()) - p0)
+        a = order[rows, p0:p0 + w_]                                     # [R, W]
+        pos = p0 + np.arange(w_)
+        valid = pos < m[rows, None]
+        supp = iou_ge(a[:, :, None], a[:, None, :])                     # [R, W, W]
+        k = nk[rows]
+        kmax = int(k.max())
+        if kmax:
+            kb = kept[rows, :kmax]
+            hit = iou_ge(a[:, :, None], kb[:, None, :])                 # [R, W, kmax]
+            hit &= (np.arange(kmax) < k[:, None])[:, None, :]
+            free = ~hit.any(2) & valid
+        else:
+            free = valid.copy()
+        ridx = np.arange(rows.size)
+        for j in range(w_):
+            keep = free[:, j] & (k < L)
+            r = ridx[keep]
+            if r.size:
+                free[r] &= ~supp[r, j]
+                kept[rows[r], k[r]] = a[r, j]
+                last[rows[r]] = p0 + j
+                k[r] += 1
+        nk[rows] = k
+        p0 += w_
+        rows = rows[(k < L) & (p0 < m[rows])]
+    # classes whose walk met a tie: the first equal neighbours at or before the candidate after
+    # the last kept one (the whole candidate list when the limit was not reached)
+    end = np.where(nk >= L, last + 1, m - 1)
+    srt = np.take_along_axis(key, order, 1)
+    eq = srt[:, 1:] == srt[:, :-1]
+    first = np.argmax(eq, axis=1) if na > 1 else np.zeros(ncls, np.int64)
+    tied = np.flatnonzero(eq.any(1) & (first + 1 <= end) & (m > 1)) if na > 1 else np.zeros(0, np.int64)
+    for c in tied.tolist():          # rare with float scores: the reference's own walk
+        cand = np.flatnonzero(scores[:, c] > score_th)
+        keep = cand[hard_nms(scores[cand, c], boxes[cand], iou_th, limit)]
+        if keep.size > kept.shape[1]:
+            kept = np.concatenate([kept, np.zeros((ncls, keep.size - kept.shape[1]), np.int64)], 1)
+        kept[c, :keep.size] = keep
+        nk[c] = keep.size
+    return kept, nk
+
+
 def _real(a, info):
     """Tensor values -> float32 real values (quantized types through their scale / zeroPoint)."""
     a = np.asarray(a)
@@ -1118,15 +1207,12 @@ class DetectionPostprocessing(Op):
                 a[...] = 0
             for k in range(b):
                 sc = scores[k]
-                if regular:
-                    anchors_, classes_, vals = [], [], []
-                    for c in range(1, nc):
-                        cand = np.flatnonzero(sc[:, c] > score_th)
-                        keep = cand[hard_nms(sc[cand, c], boxes[k, cand], iou_th, per_cls)]
-                        anchors_.append(keep)
-                        classes_.append(np.full(keep.shape[0], c, np.int64))
-                        vals.append(sc[keep, c])
-                    anc, cls, val = np.concatenate(anchors_), np.concatenate(classes_), np.concatenate(vals)
+                if regular:         # every class's NMS at once, concatenated in class order
+                    kept, nk = per_class_hard_nms(sc[:, 1:], boxes[k], score_th, iou_th, per_cls)
+                    filled = np.arange(kept.shape[1]) < nk[:, None]
+                    anc = kept[filled]
+                    cls = np.nonzero(filled)[0] + 1
+                    val = sc[anc, cls]
                     order = np.argsort(-val, kind="stable")[:max_det]
                     anc, cls, val = anc[order], cls[order], val[order]
                 else:

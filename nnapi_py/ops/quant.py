@@ -220,7 +220,43 @@ def exact_dtype(bound):
     return np.float32 if bound < _EXACT_F32 else np.float64
 
 
-_SMALL_VALUES = 128      # OutputStage calls on at most this many values use the step table
+_WORK = threading.local()
+
+
+def _work(key, shape):
+    """A work array of this thread's, reused from call to call (by any kernel: its contents
+    live only within one call)."""
+    d = getattr(_WORK, "d", None)
+    if d is None:
+        d = _WORK.d = {}
+    n = math.prod(shape)
+    a = d.get(key)
+    if a is None or a.size < n:
+        a = d[key] = np.empty(n, key[1])
+    return a[:n].reshape(shape)
+
+
+def exact_splits(abs_w, cmax, most=8):
+    """Chunks [(k0, k1), ...] of the K rows of abs_w ([K, N], |centred weights|) such that
+    cmax * max_n sum_{k0 <= k < k1} abs_w[k, n] < 2**24 for each: every partial sum of a chunk's
+    float32 product is then an exact integer (the K-split of a product whose whole bound is
+    2**24 or more).  Greedy from the first row; None when one row alone is too large or more
+    than `most` chunks would be needed."""
+    k = abs_w.shape[0]
+    cs = np.cumsum(np.vstack([np.zeros((1, abs_w.shape[1])), abs_w]), axis=0)      # [K + 1, N]
+    limit = _EXACT_F32 / max(cmax, 1)
+    out, k0 = [], 0
+    while k0 < k:
+        reach = (cs[k0 + 1:] - cs[k0]).max(axis=1)           # non-decreasing in the chunk's end
+        k1 = k0 + int(np.searchsorted(reach, limit, side="left"))    # rows with reach < limit
+        if k1 == k0 or len(out) == most:
+            return None
+        out.append((k0, k1))
+        k0 = k1
+    return out
+
+
+_SMALL_VALUES = SMALL_VALUES = 128   # OutputStage calls on at most this many values use the step table
 _SMALL_STEPS = 1 << 15   # ... with at most this many steps (8-bit outputs, <= 128 channels: the
                          # table takes about 4 ms to make for 64 channels)
 
@@ -268,6 +304,14 @@ class OutputStage:
         self._calls = 0
         self._reals = np.array(reals, np.float64)      # for the step table's first guesses
         self._bias = np.array(bias_l, np.float64)
+        self.f32 = None             # prepare_f32: float32 (multiplier, constant) proven exact
+        # the real line each channel's rounding follows (no left shift): out ~ floor(acc m + k)
+        # (and 2**-e, the negative side's correction, per channel)
+        self._line = None if any(left) else (
+            np.array([qq / 2.0 ** (31 + e) for qq, e in zip(q, right)]),
+            np.array([b * qq / 2.0 ** (31 + e) + 0.5 + (2.0 ** -(1 + e) if e else 0.0) + self.zp
+                      for b, qq, e in zip(bias_l, q, right)]),
+            np.array([2.0 ** -e if e else 0.0 for e in right]))
         if self._try_float(q, left, right, bias_l):
             return
         if not self._try_int64(q, left, right, bias_l, amax):
@@ -424,6 +468,151 @@ class OutputStage:
         if n_values <= _SMALL_VALUES and (self.hi - self.lo) * self.nch <= _SMALL_STEPS \
                 and self._steps is None:
             self._steps = self._step_table()
+
+    def prepare_f32(self, out_dtype):
+        """Try to prove, for a stage kept for float32 accumulators and 8-bit outputs (|acc| <=
+        amax <= 2**24: exact float32 integers), that clamp(acc * m + k) in float32 -- one
+        multiply, one add, one clamp, the store's truncation (int8: offset 128 and a flipped top
+        bit, as _float) -- gives the reference's result for every accumulator, per channel with
+        m the float32 multiplier or a neighbour and k the float32 constant or a neighbour.
+        Both evaluations are non-decreasing step functions of acc (the multiplier is >= 0;
+        float32 rounding is monotonic), so they agree everywhere when the float32 one agrees on
+        both sides of each of the reference's steps: for every output y in (lo, hi] the least
+        accumulator t_y whose output is >= y (found exactly: the real-arithmetic guess, then the
+        reference evaluated at the guess and its neighbours) must give >= y and t_y - 1 < y
+        (ends beyond +-amax: only the side inside).  2 (hi - lo) points per channel and
+        candidate.  Where the reference corrects its negative side (no activation, lo < zp:
+        z < zp + 1/2 rounds z - 2**-e), the float32 form is clamp(u, zp, hi) + clamp(u - 2**-e,
+        lo, zp) - zp (u = acc m + k; each clamp truncated; the sum of two non-decreasing terms).
+        It holds when float32's rounding of acc * m stays well inside one step (multipliers
+        not much below 0.01); otherwise the float64 evaluation stays."""
+        if self._line is None or self.amax > _EXACT_F32 or self.f32 is not None:
+            return bool(self.f32)
+        self.f32 = False
+        dt = np.dtype(out_dtype)
+        if dt not in (np.dtype(np.uint8), np.dtype(np.int8)):
+            return False
+        off = 128 if dt == np.int8 else 0
+        lo_, hi_ = qrange_of_dtype(dt)
+        if not lo_ <= self.lo < self.hi <= hi_:
+            return False
+        nch, amax = self.nch, self.amax
+        q, K, d = self._line
+        if not np.all(q > 0):
+            return False
+        # the negative side's correction: z < zp + 1/2 rounds z - 2**-e instead of z; then
+        # out = clamp(u, zp, hi) + clamp(u - 2**-e, lo, zp) - zp (each truncated; u = acc m + k):
+        # above zp + 1/2 the second term is zp, below it the first one is
+        neg = self.lo < self.zp and bool(np.any(d > 0))
+        if neg and not self.zp <= self.hi:
+            return False
+        y = np.arange(self.lo + 1, self.hi + 1, dtype=np.float64)[:, None]          # [n, 1]
+        guess = np.clip(np.ceil((y - K) / q), -amax - 8, amax + 8)                  # [n, nch]
+        win = guess[None] + np.arange(-3, 4, dtype=np.float64)[:, None, None]       # [7, n, nch]
+        np.clip(win, -amax, amax, out=win)
+        ref = np.empty(win.shape, np.int64)
+        self._passes(win.reshape(-1, nch), ref.reshape(-1, nch))
+        ge = ref >= y[None]
+        first = np.argmax(ge, axis=0)
+        some = ge.any(0)
+        t = np.take_along_axis(win, first[None], 0)[0]                              # exact steps
+        # a step inside the window (a point below it too), or beyond an end of the bound
+        at_low = some & ((first > 0) | (win[0] <= -amax))
+        t = np.where(some, t, amax + 1.0)
+        if not np.all(at_low | (~some & (win[-1] >= amax))):
+            return False
+        below = np.clip(t - 1, -amax, amax).astype(np.float32)
+        at = np.clip(t, -amax, amax).astype(np.float32)
+        need_below = t - 1 >= -amax             # some accumulator lies below the step
+        need_at = t <= amax                     # some accumulator reaches it
+        lo_f, hi_f = np.float32(self.lo + off), np.float32(self.hi + off)
+        yb = y + off
+        m0, k0, kb0 = q.astype(np.float32), K.astype(np.float32), (K - d).astype(np.float32)
+        chosen_m, chosen_k, chosen_kb = m0.copy(), k0.copy(), kb0.copy()
+        done = np.zeros(nch, bool)
+        zp_f = np.float32(self.zp + off)
+
+        def f32(pts, mm, kk, kb):               # _f32's passes (before the stores' truncation)
+            v = pts * mm
+            if not neg:
+                v += kk + np.float32(off)
+                clip_inplace(v, lo_f, hi_f)
+                return np.floor(v)              # the store truncates values >= 0
+            w = v + (kb + np.float32(off))
+            v += kk + np.float32(off)
+            clip_inplace(v, zp_f, hi_f)
+            clip_inplace(w, lo_f, zp_f)
+            return np.floor(v) + np.floor(w) - zp_f
+
+        def nudged(a, n):
+            for _ in range(abs(n)):
+                a = np.nextafter(a, np.float32(np.sign(n) * np.inf))
+            return a
+
+        for dm in (0, 1, -1):
+            mm = m0 if not dm else np.nextafter(m0, np.float32(dm * np.inf))
+            for dk in (0, 1, -1, 2, -2, 3, -3):
+                kk, kb = nudged(k0, dk), nudged(kb0, dk)
+                ok = np.all((f32(below, mm, kk, kb) < yb) | ~need_below, axis=0)
+                ok &= np.all((f32(at, mm, kk, kb) >= yb) | ~need_at, axis=0)
+                ok &= ~done
+                chosen_m[ok] = mm[ok]
+                chosen_k[ok] = kk[ok]
+                chosen_kb[ok] = kb[ok]
+                done |= ok
+                if done.all():
+                    break
+            if done.all():
+                break
+        if not done.all():
+            return False
+
+        def arr(v):
+            return v[0] if np.all(v == v[0]) else v
+        self.f32 = (arr(chosen_m), arr(chosen_k), arr(chosen_kb) if neg else None)
+        return True
+
+    def consume(self, acc, out):
+        """__call__ for an accumulator the caller gives up (its values may be overwritten):
+        float32 accumulators of a stage prepare_f32 proved take its float32 evaluation."""
+        f = self.f32
+        if f and acc.dtype == np.float32 and acc.size > _SMALL_VALUES and out.dtype.itemsize == 1 \
+                and acc.flags.c_contiguous:
+            return self._f32(acc, out, f)
+        return self(acc, out)
+
+    def _f32(self, acc, out, f):
+        m, k, kb = f
+        off = 128 if out.dtype == np.int8 else 0
+        v = acc
+        if any(isinstance(a, np.ndarray) for a in f):
+            tile = acc.shape[-2] if acc.ndim >= 3 and acc.shape[-2] > 1 else None
+            v = acc.reshape(-1, (tile or 1) * self.nch)
+            m, k, kb = self._tiled(("f32", off), tile, lambda: (
+                m, k + np.float32(off), None if kb is None else kb + np.float32(off)))
+        else:
+            k = k + np.float32(off)
+            kb = None if kb is None else kb + np.float32(off)
+        np.multiply(v, m, out=v)
+        b = out.view(np.uint8)
+        if kb is None:
+            np.add(v, k, out=v)
+            clip_inplace(v, np.float32(self.lo + off), np.float32(self.hi + off))
+            b[...] = v.reshape(out.shape)
+        else:                               # the negative side's second term (prepare_f32)
+            w = _work(("f32w", np.float32), v.shape)
+            np.add(v, kb, out=w)
+            np.add(v, k, out=v)
+            z = np.float32(self.zp + off)
+            clip_inplace(v, z, np.float32(self.hi + off))
+            clip_inplace(w, np.float32(self.lo + off), z)
+            b[...] = v.reshape(out.shape)
+            w8 = _work(("f32w", np.uint8), v.shape)
+            w8[...] = w
+            b += w8.reshape(out.shape)      # uint8 wraps: the true sum - zp is in range
+            b -= np.uint8((self.zp + off) & 0xFF)
+        if off:
+            b ^= 0x80
 
     def small_table(self, dtype):
         """(sorted steps, per-channel key offsets, output value of each table position as dtype)

@@ -1,0 +1,269 @@
+"""OutputStage's float32 requantization (quant.OutputStage.prepare_f32 / consume): where it is
+taken, its results equal the reference's bit for bit -- against the stage's own exact passes
+on every accumulator around every output step, on random and extreme accumulators up to the
+float32-exact bound 2**24, and against the scalar reference (tests/qref.py) -- and layers
+using it (convolution, depthwise, fully connected at the edge of the float32 bound) give the
+reference's outputs."""
+import os
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from qref import quantize_multiplier, mul_q  # noqa: E402
+from nnapi_py.ops import quant as Q  # noqa: E402
+
+rng = np.random.default_rng(28)
+
+
+def scalar_ref(acc, bias, real, zp, lo, hi):
+    q, shift = quantize_multiplier(real)
+    return max(lo, min(hi, mul_q(int(acc) + int(bias), q, shift) + zp))
+
+
+def stages():
+    """(stage, reals, bias, zp, lo, hi, dtype): per-tensor and per-channel, uint8 and int8,
+    ReLU-type and linear clamps, small to large multipliers, accumulator bounds up to 2**24 - 1."""
+    out = []
+    for k in range(24):
+        dt = np.uint8 if k % 2 else np.int8
+        lo_t, hi_t = (0, 255) if dt == np.uint8 else (-128, 127)
+        nch = (1, 7, 96)[k % 3]
+        if k % 4 < 2:
+            reals = float(10 ** rng.uniform(-4.5, -0.5))
+        else:
+            reals = 10 ** rng.uniform(-4.5, -0.5, nch)
+        zp = int(rng.integers(lo_t, hi_t + 1))
+        relu = k % 6 < 4
+        lo, hi = (max(zp, lo_t), hi_t) if relu else (lo_t, hi_t)
+        if k % 5 == 0:
+            hi = min(hi_t, lo + 6 * 20)                              # a ReLU6-like upper clamp
+        bias = rng.integers(-20000, 20000, nch)
+        bound = (1 << 24) - 1 if k % 3 == 0 else int(rng.integers(1000, 1 << 24))
+        st = Q.OutputStage(reals, zp, lo, hi, bias=bias, acc_bound=bound)
+        out.append((st, np.broadcast_to(reals, (nch,)), bias, zp, lo, hi, dt, bound))
+    return out
+
+
+STAGES = stages()
+
+
+def exact(st, acc, dt):
+    want = np.empty(acc.shape, dt)
+    st._passes(acc.astype(np.float64), want)
+    return want
+
+
+def fast(st, acc, dt, rows=4):
+    """consume() on a copy of acc laid out [rows, -1, C] (the convolution's blocks)."""
+    a = np.ascontiguousarray(acc, np.float32).reshape(rows, -1, acc.shape[-1])
+    got = np.empty(a.shape, dt)
+    st.consume(a.copy(), got)
+    return got.reshape(acc.shape)
+
+
+def test_prepare_f32_is_taken_for_relu_layers():
+    """The usual ReLU / ReLU6 layer (per-tensor multiplier, bias per channel) gets the float32
+    path; so do most per-channel ones."""
+    took = [st.prepare_f32(dt) for st, _, _, _, lo, _, dt, _ in STAGES if st.mode == "float" and not st.need_neg]
+    assert sum(took) >= len(took) // 2 and took
+    st = Q.OutputStage(0.01, 0, 0, 120, bias=np.arange(-48, 48) * 7, acc_bound=3_000_000)
+    assert st.prepare_f32(np.uint8)
+
+
+@pytest.mark.parametrize("case", range(len(STAGES)))
+def test_f32_requantization_equals_the_reference(case):
+    st, reals, bias, zp, lo, hi, dt, bound = STAGES[case]
+    if not st.prepare_f32(dt):
+        pytest.skip("float32 path not proven for this stage (the float64 one stays)")
+    nch = len(reals)
+    amax = bound + 1
+    # every accumulator within 4 of every step of every channel
+    y = np.arange(lo + 1, hi + 1)[:, None]
+    steps = np.ceil((y - zp) / reals - bias).astype(np.int64)                  # [n, nch]
+    near = (steps[None] + np.arange(-4, 5)[:, None, None]).reshape(-1, nch)
+    near = np.clip(near, -amax, amax)
+    # random ones, the bound itself, zero, and around the saturation points
+    wide = rng.integers(-amax, amax + 1, (4096, nch))
+    ends = np.array([[-amax] * nch, [amax] * nch, [0] * nch, [amax - 1] * nch, [-amax + 1] * nch])
+    for acc in (near, wide, ends):
+        acc = acc[: (acc.shape[0] // 4) * 4] if acc.shape[0] >= 4 else np.repeat(acc, 4, 0)
+        np.testing.assert_array_equal(fast(st, acc, dt), exact(st, acc, dt))
+    # the scalar reference on a sample of the step neighbourhoods
+    pick = rng.integers(0, near.shape[0], 64)
+    for r in pick:
+        for c in rng.integers(0, nch, 3):
+            a = int(near[r, c])
+            got = fast(st, np.full((4, nch), a), dt)[0, c]
+            assert got == scalar_ref(a, bias[c], float(reals[c]), zp, lo, hi), (a, c)
+
+
+def test_f32_exhaustive_per_tensor():
+    """Every accumulator of [-2**20, 2**20] through per-tensor stages of both output types, with
+    and without a ReLU-type clamp."""
+    acc = np.arange(-(1 << 20), 1 << 20, dtype=np.int64).reshape(-1, 1)
+    for dt, zp, lo, hi, real in ((np.uint8, 3, 3, 255, 0.0007), (np.int8, -5, -5, 127, 0.0007),
+                                 (np.uint8, 0, 0, 120, 0.0007),
+                                 # no activation, zero point inside the range: the reference's
+                                 # negative-side correction (the float32 form's second term)
+                                 (np.uint8, 100, 0, 255, 0.02), (np.int8, 3, -128, 127, 0.03)):
+        st = Q.OutputStage(real, zp, lo, hi, bias=[1234], acc_bound=(1 << 24) - 1)
+        assert st.prepare_f32(dt)
+        assert (st.f32[2] is not None) == (lo < zp)
+        np.testing.assert_array_equal(fast(st, acc, dt), exact(st, acc, dt))
+
+
+def test_f32_not_taken_beyond_the_float32_bound():
+    st = Q.OutputStage(0.001, 0, 0, 255, bias=[0], acc_bound=1 << 24)
+    assert not st.prepare_f32(np.uint8) and not st.f32
+
+
+def test_consume_on_float64_or_small_arrays_uses_the_exact_passes():
+    st = Q.OutputStage(0.01, 0, 0, 255, bias=np.arange(8), acc_bound=100000)
+    assert st.prepare_f32(np.uint8)
+    acc = rng.integers(-100000, 100000, (64, 8))
+    for a in (acc.astype(np.float64), acc[:2].astype(np.float32)):
+        got = np.empty(a.shape, np.uint8)
+        st.consume(a.copy(), got)
+        np.testing.assert_array_equal(got, exact(st, a, np.uint8))
+
+
+# ---- layers at the edge of the float32 bound -------------------------------------------------
+def _conv_ref(x, w, b, zx, zw, real, zo, lo, hi):
+    """NHWC VALID 1x1 convolution in exact integers, then the scalar reference."""
+    acc = np.einsum("nhwc,oc->nhwo", x.astype(np.int64) - zx, w.reshape(w.shape[0], -1).astype(np.int64) - zw) + b
+    q, shift = quantize_multiplier(real)
+    f = np.vectorize(lambda a: max(lo, min(hi, mul_q(int(a), q, shift) + zo)))
+    return f(acc)
+
+
+@pytest.mark.parametrize("k_in,extreme", [(1023, True), (1025, True), (1000, False)])
+def test_conv_near_the_float32_bound(k_in, extreme):
+    """A 1x1 convolution (input and filter zero points 128) whose bound max|x - zx| * max
+    sum|w - zw| = 128 * 128 * K is just below 2**24 (K = 1023: float32 products and, the layer
+    being a ReLU one, the float32 requantization) or just above (K = 1025: float64); one
+    channel's weights all 0 and one pixel all 0 (x - zx = w - zw = -128: the accumulator at the
+    bound itself), one pixel all 255; against the exact integer reference."""
+    import nnapi_py as nn
+    from nnapi_py import constants as C
+    o = 24
+    span = (112, 144) if extreme else (0, 256)       # near the zero points: values mid-range
+    w = rng.integers(*span, (o, k_in)).astype(np.uint8)
+    x = rng.integers(*span, (1, 16, 16, k_in)).astype(np.uint8)
+    w[3] = 0
+    x[0, 0, 0] = 0
+    x[0, 0, 1] = 255
+    w = w.reshape(o, 1, 1, k_in)
+    b = rng.integers(-1000, 1000, o).astype(np.int32)
+    sx, sw_ = 0.02, 0.003
+    so = float(sx * sw_ / (0.03 if extreme else 0.001))   # 0.03: the float32 rounding is proven for it
+    m = nn.Model()
+    xi = m.input("x", nn.quant8_asymm(sx, 128), x.shape)
+    wi = m.constant(w, nn.quant8_asymm(sw_, 128))
+    bi = m.constant(b, nn.OperandType(C.TENSOR_INT32, float(np.float32(sx) * np.float32(sw_)), 0))
+    y = m.op("CONV_2D", xi, wi, bi, 0, 0, 0, 0, 1, 1, 1,
+             outputs=[(nn.quant8_asymm(so, 100), (1, 16, 16, o))])
+    m.output(y, "y")
+    got = m.compile().run({"x": x})["y"]
+    real = float(np.float32(sx) * np.float32(sw_)) / so
+    want = _conv_ref(x, w, b, 128, 128, real, 100, 100, 255)      # RELU: lo = zp = 100
+    np.testing.assert_array_equal(got, want)
+    assert len(np.unique(want)) > 10 and want.max() == 255 and want.min() == 100
+
+
+def _fc_check(x, w, b, zx, so, zo, fuse):
+    """FULLY_CONNECTED (input scale 0.05, zero point zx; weights scale 0.01, zero point 128;
+    output scale so, zero point zo) run through the library against the exact integer
+    reference (fuse: 0 none, 1 RELU); returns the reference output."""
+    import nnapi_py as nn
+    from nnapi_py import constants as C
+    sx, sw_ = 0.05, 0.01
+    m = nn.Model()
+    xi = m.input("x", nn.quant8_asymm(sx, zx), x.shape)
+    wi = m.constant(w, nn.quant8_asymm(sw_, 128))
+    bi = m.constant(b, nn.OperandType(C.TENSOR_INT32, float(np.float32(sx) * np.float32(sw_)), 0))
+    y = m.op("FULLY_CONNECTED", xi, wi, bi, fuse, outputs=[(nn.quant8_asymm(so, zo), (x.shape[0], w.shape[0]))])
+    m.output(y, "y")
+    got = m.compile().run({"x": x})["y"]
+    acc = (x.astype(np.int64) - zx) @ (w.astype(np.int64) - 128).T + b
+    q, shift = quantize_multiplier(float(np.float32(sx) * np.float32(sw_)) / so)
+    lo = zo if fuse == 1 else 0
+    want = np.vectorize(lambda a: max(lo, min(255, mul_q(int(a), q, shift) + zo)))(acc)
+    np.testing.assert_array_equal(got, want)
+    return want
+
+
+@pytest.mark.parametrize("rows", [1, 3])
+def test_fully_connected_long_row(rows):
+    """FULLY_CONNECTED with one row of 400 units (a classifier's last layer: the float32 product
+    and requantization instead of quant.TableProduct) and with three rows, against the exact
+    integer reference."""
+    k, n = 300, 400
+    x = rng.integers(0, 256, (rows, k)).astype(np.uint8)
+    w = rng.integers(100, 156, (n, k)).astype(np.uint8)
+    b = rng.integers(-3000, 3000, n).astype(np.int32)
+    want = _fc_check(x, w, b, 7, 0.2, 20, 1)
+    assert len(np.unique(want)) > 50
+
+
+def test_exact_splits_bounds():
+    """Each chunk's bound is below 2**24 and the next row would reach it (greedy), the chunks
+    cover K in order."""
+    w = rng.integers(0, 256, (3000, 40)).astype(np.float64)
+    sp = Q.exact_splits(w, 255)
+    assert sp[0][0] == 0 and sp[-1][1] == 3000 and all(a[1] == b[0] for a, b in zip(sp, sp[1:]))
+    for k0, k1 in sp:
+        assert 255 * w[k0:k1].sum(0).max() < 2 ** 24
+        if k1 < 3000:
+            assert 255 * w[k0:k1 + 1].sum(0).max() >= 2 ** 24
+    assert Q.exact_splits(np.full((10, 2), 2.0 ** 24), 1) is None
+
+
+@pytest.mark.parametrize("rows", [1, 5])
+@pytest.mark.parametrize("k", [515, 514, 1600])
+def test_fully_connected_k_split(rows, k):
+    """FULLY_CONNECTED whose bound is at 2**24 or above (weights 0 or 255 around zero point
+    128 -> |w - zw| 127..128; x - zx up to 255): K split into float32 chunks added in float64
+    (515 rows: the first K whose bound 255 * 128 * K reaches 2**24; 514: just below, one chunk),
+    against the exact integer reference, with the extreme accumulators (every product at its
+    maximum) included."""
+    from nnapi_py import constants as C
+    from nnapi_py.ops.dense import QuantGemm
+    n = 300
+    w = rng.choice(np.array([0, 255], np.uint8), (n, k))
+    w[0] = 0                                        # w - zw = -128 throughout
+    x = rng.integers(0, 256, (rows, k)).astype(np.uint8)
+    x[0] = 255                                      # x - zx = 255: acc = -255 * 128 * K
+    g = QuantGemm(w, 128, C.TENSOR_QUANT8_ASYMM, 0)
+    assert g.dtype == np.float32 and (g.splits is None) == (k == 514)
+    b = rng.integers(-3000, 3000, n).astype(np.int32)
+    want = _fc_check(x, w, b, 0, 40.0, 128, 0)
+    assert want[0, 0] == 0 and len(np.unique(want)) > 20
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_conv_1x1_cast_block_by_block(stride):
+    """A quantized 1x1 convolution without padding casts and centres its input block by block
+    (input zero point 77, strides 1 and 2, 40 rows: several blocks), against the exact
+    integer reference."""
+    import nnapi_py as nn
+    from nnapi_py import constants as C
+    h, c, o = 40, 96, 40
+    x = rng.integers(0, 256, (1, h, h, c)).astype(np.uint8)
+    w = rng.integers(0, 256, (o, 1, 1, c)).astype(np.uint8)
+    b = rng.integers(-3000, 3000, o).astype(np.int32)
+    sx, sw_, so = 0.05, 0.01, 0.5
+    oh = (h - 1) // stride + 1
+    m = nn.Model()
+    xi = m.input("x", nn.quant8_asymm(sx, 77), x.shape)
+    wi = m.constant(w, nn.quant8_asymm(sw_, 130))
+    bi = m.constant(b, nn.OperandType(C.TENSOR_INT32, float(np.float32(sx) * np.float32(sw_)), 0))
+    y = m.op("CONV_2D", xi, wi, bi, 0, 0, 0, 0, stride, stride, 0,
+             outputs=[(nn.quant8_asymm(so, 120), (1, oh, oh, o))])
+    m.output(y, "y")
+    got = m.compile().run({"x": x})["y"]
+    real = float(np.float32(sx) * np.float32(sw_)) / so
+    want = _conv_ref(x[:, ::stride, ::stride], w, b, 77, 130, real, 120, 0, 255)
+    np.testing.assert_array_equal(got, want)
+    assert len(np.unique(want)) > 50
