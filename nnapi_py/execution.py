@@ -49,20 +49,15 @@ def _given_dims(kind, index, declared, given, partial):
     return given
 
 
-_MAX_OPERAND_BYTES = 0xFFFFFFFF
-
-
-def _check_output(k, given, shape, need):
+def _check_output(k, given, shape):
     """A computed model output against what the client fixed, before anything is written: as
     Android 14's ExecutionBuilder::updateOutputShapes, the computation fails (OP_FAILED) when
     the shape contradicts a dimension given for the output (setOutput's type, or the model's
-    when none was given) or its size overflows uint32."""
+    when none was given).  A size past 2^32 - 1 bytes never reaches here: the plan's
+    size_problem fails every computed operand first, outputs included."""
     if given and (len(given) != len(shape) or any(g and g != d for g, d in zip(given, shape))):
         raise NNError(C.OP_FAILED, f"output {k}: the computed shape {list(shape)} differs from the dimensions "
                                    f"{dims_text(given)} given for it")
-    if need > _MAX_OPERAND_BYTES:
-        raise NNError(C.OP_FAILED, f"output {k}: the computed shape {list(shape)} needs {need} bytes, more than "
-                                   f"an operand can hold (2^32 - 1)")
 
 
 class Execution:
@@ -343,8 +338,8 @@ class Execution:
             shape = plan.out_shapes[k]
             dt = plan.out_dtypes[k]
             need = plan.out_static_bytes[k]
-            if io[2] is not self.model.dims[self.model.outputs[k]] or need > _MAX_OPERAND_BYTES:
-                _check_output(k, io[2], shape, need)
+            if io[2] is not self.model.dims[self.model.outputs[k]]:
+                _check_output(k, io[2], shape)
             if io[5]:
                 outs.append(np.empty(shape, dt))
                 continue
@@ -368,7 +363,7 @@ class Execution:
             io = self.outs[k]
             o = m.outputs[k]
             need = byte_size(m.types[o], shape)
-            _check_output(k, io[2], shape, need)
+            _check_output(k, io[2], shape)
             if io[5]:
                 return np.empty(shape, dt)
             reg = self._output_region(k, io, need)
