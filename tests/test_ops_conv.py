@@ -1129,3 +1129,52 @@ def test_table_product_direct_form_is_exact(depthwise, signed):
                 out = np.empty((1, 1, 1, c), dt)
                 tp(x, out)
                 np.testing.assert_array_equal(out.reshape(-1), ref.reshape(-1))
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_output_stage_float_mode_with_small_and_dead_channels(dtype):
+    """Per-channel stages as real int8 / uint8 models have them: multipliers from 1e-9 (a dead
+    channel: every accumulator of the bound gives the zero point) to 0.1, accumulator bounds up
+    to 2**24, int8's zero point -128: the float64 mode is taken (OutputStage._try_float: dead,
+    exact or clamped channels) and gives the reference's numbers at the steps of every channel,
+    at the bounds and at random accumulators."""
+    from nnapi_py.ops import quant as Q
+    rng = np.random.default_rng(11 if dtype == np.uint8 else 12)
+    lo0, hi0 = (0, 255) if dtype == np.uint8 else (-128, 127)
+    dead_seen = 0
+    for trial in range(60):
+        nch = int(rng.choice([3, 16, 64]))
+        reals = 10 ** rng.uniform(-3.7, -1, nch)
+        reals[rng.random(nch) < 0.25] = 10 ** rng.uniform(-9, -8.3)      # dead channels
+        zp = lo0 if trial % 2 else int(rng.integers(lo0, hi0 + 1))
+        lo, hi = (max(zp, lo0), hi0) if trial % 3 else (lo0, hi0)
+        bias = rng.integers(-40000, 40000, nch)
+        bnd = int(rng.integers(1 << 16, 1 << 24))
+        st = Q.OutputStage(reals, zp, lo, hi, bias=bias, acc_bound=bnd)
+        assert st.mode == "float", (reals, bnd)
+        dead_seen += int(np.sum(np.asarray(st.q) == 0)) if isinstance(st.q, np.ndarray) else 0
+        y = np.arange(lo + 1, hi + 1)[:, None]
+        with np.errstate(over="ignore"):
+            steps = np.clip(np.ceil((y - zp) / reals - bias), -bnd, bnd).astype(np.int64)
+        near = (steps[None] + np.arange(-2, 3)[:, None, None]).reshape(-1, nch)
+        wide = rng.integers(-bnd, bnd + 1, (512, nch))
+        ends = np.array([[-bnd] * nch, [bnd] * nch, [0] * nch])
+        acc = np.clip(np.concatenate([near, wide, ends]), -bnd, bnd)
+        x = acc + bias
+        ref = np.clip(np.stack([Q.Requant(float(reals[c]))(x[:, c]) for c in range(nch)], -1) + zp, lo, hi)
+        for a in (acc.astype(np.float32) if bnd < (1 << 24) else acc.astype(np.float64), acc.astype(np.int32)):
+            out = np.empty(acc.shape, dtype)
+            st(a, out)
+            np.testing.assert_array_equal(out.astype(np.int64), ref, err_msg=f"reals {reals} bound {bnd}")
+    assert dead_seen
+
+
+def test_reference_scalar_matches_the_vector_reference():
+    from nnapi_py.ops import quant as Q
+    rng = np.random.default_rng(5)
+    for _ in range(300):
+        real = float(10 ** rng.uniform(-10, -0.4))
+        q, shift = Q.quantize_multiplier(real)
+        x = rng.integers(-(1 << 31), 1 << 31, 16)
+        want = Q.multiply_by_quantized_multiplier(x, q, shift)
+        assert [Q._ref_scalar(int(v), q, -shift) for v in x] == want.tolist()

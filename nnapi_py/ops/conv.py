@@ -263,11 +263,13 @@ def _layout_dims(n, h, w, c, nchw):
 
 
 # ---- input preparation ---------------------------------------------------------------------------
-def prepare_input(x, nchw, pads, dtype, zp, bufs=None):
-    """NHWC array of dtype (centred by zp), zero-padded by pads = (top, bottom, left, right).
+def prepare_input(x, nchw, pads, dtype, zp, bufs=None, fill=0):
+    """NHWC array of dtype (centred by zp), padded by pads = (top, bottom, left, right) with
+    fill (0; a quantized input kept uncentred, its zero point folded into the bias: the zero
+    point itself, the value that stands for 0.0).
 
     Returns the input itself when nothing needs to change (float32 NHWC, no padding).  With
-    bufs (a Scratch set) the padded array is the kernel's own, zero-filled when first made, so
+    bufs (a Scratch set) the padded array is the kernel's own, filled when first made, so
     only its interior is written."""
     xn = x.transpose(0, 2, 3, 1) if nchw else x
     pt, pb, pl, pr = pads
@@ -276,17 +278,17 @@ def prepare_input(x, nchw, pads, dtype, zp, bufs=None):
     n, h, w, c = xn.shape
     shape = (n, h + pt + pb, w + pl + pr, c)
     if bufs is not None:
-        xp = bufs.array("padded", shape, dtype, zero=True)      # border zero since made
+        xp = _border_array(bufs, "padded", shape, dtype, fill)  # border filled since made
     else:
         xp = np.empty(shape, dtype)
         if pt:
-            xp[:, :pt] = 0
+            xp[:, :pt] = fill
         if pb:
-            xp[:, pt + h:] = 0
+            xp[:, pt + h:] = fill
         if pl:
-            xp[:, pt:pt + h, :pl] = 0
+            xp[:, pt:pt + h, :pl] = fill
         if pr:
-            xp[:, pt:pt + h, pl + w:] = 0
+            xp[:, pt:pt + h, pl + w:] = fill
     inner = xp[:, pt:pt + h, pl:pl + w] if (pt or pb or pl or pr) else xp
     inner[...] = xn
     if zp:                          # cast, then subtract: faster than one mixed-type subtract
@@ -294,13 +296,13 @@ def prepare_input(x, nchw, pads, dtype, zp, bufs=None):
     return xp
 
 
-def prepare_planes(x, nchw, pads, dtype, zp, sw, repeat=1, bufs=None):
+def prepare_planes(x, nchw, pads, dtype, zp, sw, repeat=1, bufs=None, fill=0):
     """Like prepare_input, but split by width phase for a stride sw: plane p holds the padded
     columns p, p + sw, p + 2 sw, ... (contiguous), so that a strided tap is a contiguous slice.
     repeat > 1 repeats every channel (depth multiplier).  One pass over the input.  With bufs
-    the planes are the kernel's own (zero border made once)."""
+    the planes are the kernel's own (border of fill made once)."""
     if sw == 1 and repeat == 1:
-        return [prepare_input(x, nchw, pads, dtype, zp, bufs)]
+        return [prepare_input(x, nchw, pads, dtype, zp, bufs, fill)]
     xn = x.transpose(0, 2, 3, 1) if nchw else x
     if repeat > 1:
         xn = np.repeat(xn, repeat, axis=3)
@@ -311,7 +313,7 @@ def prepare_planes(x, nchw, pads, dtype, zp, sw, repeat=1, bufs=None):
     for p in range(min(sw, wp)):         # a phase past the padded width has no column (stride 1 << 28)
         cols = len(range(p, wp, sw))
         shape = (n, h + pt + pb, cols, c)
-        pl_ = np.zeros(shape, dtype) if bufs is None else bufs.array(("plane", p), shape, dtype, zero=True)
+        pl_ = np.full(shape, fill, dtype) if bufs is None else _border_array(bufs, ("plane", p), shape, dtype, fill)
         k0 = max(0, -(-(pl - p) // sw))              # first plane column inside the input
         k1 = min(cols, -(-(pl + w - p) // sw))       # one past the last
         if k1 > k0:
@@ -322,6 +324,13 @@ def prepare_planes(x, nchw, pads, dtype, zp, sw, repeat=1, bufs=None):
                 np.subtract(dst, dtype(zp), out=dst)
         planes.append(pl_)
     return planes
+
+
+def _border_array(bufs, key, shape, dtype, fill):
+    """A kept padded-input buffer whose border (never written after) holds fill."""
+    if not fill:
+        return bufs.array(key, shape, dtype, zero=True)
+    return bufs.array((key, fill), shape, dtype, init=lambda a: a.fill(fill))
 
 
 def _rows_per_block(row_bytes):
@@ -368,13 +377,14 @@ class _Epilogue:
 class _Packed:
     """A filter prepared for one op: matrix (or taps) in the compute dtype, and for quantized
     filters the bound of |partial sums| (to choose float32/float64 and check int64 headroom)."""
-    __slots__ = ("mat", "dtype", "bound", "phases")
+    __slots__ = ("mat", "dtype", "bound", "phases", "wsums")
 
-    def __init__(self, mat, dtype, bound):
+    def __init__(self, mat, dtype, bound, wsums=None):
         self.mat = mat
         self.dtype = dtype
         self.bound = bound
-        self.phases = {}        # depthwise: (stride, phase) -> that phase's taps, contiguous
+        self.phases = {}
+        self.wsums = wsums      # quantized: per output channel, (sum of w, sum of |w|), centred w        # depthwise: (stride, phase) -> that phase's taps, contiguous
 
 
 def _center_filter(w, info):
@@ -403,22 +413,47 @@ class _StageCache:
     """OutputStage for (packed filter, bias) -- prepared once when both are constants.  For a
     layer whose one output pixel reads its whole input (one_pixel: its depthwise flag) also
     the quant.TableProduct of that stage (zx: the input zero point); the stage's step table
-    is made here only when no TableProduct takes its direct form (which needs none)."""
+    is made here only when no TableProduct takes its direct form (which needs none).
 
-    def __init__(self, qs, packed, bias_value, one_pixel=None, zx=0):
+    folded: with a constant filter and bias, the input zero point zx folded into the bias
+    (sum (x - zx) w = sum x w - zx sum w: the same integer, so the same bytes), when the
+    uncentred sums still fit float32 exactly and that stage's float32 requantization is proven
+    (OutputStage.prepare_f32): the kernel then casts its input without centring it (one pass
+    over the input fewer) and pads with zx.  self.stage: the stage constant runs take."""
+
+    def __init__(self, qs, packed, bias_value, one_pixel=None, zx=0, xtype=None):
         self.qs = qs
         self.packed = packed
         self.bias_src = bias_value
         self.const = self.one = None
+        self.folded = False
         if packed.val is not None and bias_value is not None:
-            self.const = qs.stage(bias_value, packed.val.bound)
-            if packed.val.dtype == np.float32:
-                self.const.prepare_f32(qs.out.dtype)
+            pk = packed.val
+            self.const = qs.stage(bias_value, pk.bound)
             if one_pixel is not None:
-                self.one = Q.TableProduct.for_stage(packed.val.mat, zx, self.const, qs.out.dtype, one_pixel)
+                self.one = Q.TableProduct.for_stage(pk.mat, zx, self.const, qs.out.dtype, one_pixel)
+            raw = None if self.one is not None or xtype is None else self._folded_stage(pk, bias_value, zx, xtype)
+            if raw is not None:
+                self.const, self.folded = raw, True
+            elif pk.dtype == np.float32:
+                self.const.prepare_f32(qs.out.dtype)
             dims = qs.out.dims
             if self.one is None and dims is not None and all(dims):
                 self.const.prepare_small(int(np.prod(dims)))
+
+    def _folded_stage(self, pk, bias_value, zx, xtype):
+        if not zx or pk.dtype != np.float32 or pk.wsums is None or not pk.mat.size:
+            return None
+        lo, hi = Q.qrange(xtype)
+        bound = float(max(abs(lo), abs(hi))) * float(pk.wsums[1].max())
+        if exact_dtype(bound) != np.float32:
+            return None
+        bias = np.asarray(bias_value, np.int64) - int(zx) * pk.wsums[0].astype(np.int64)
+        st = self.qs.stage(bias, bound)
+        return st if st.prepare_f32(self.qs.out.dtype) else None
+
+    def is_folded(self, pk, bias):
+        return self.folded and pk is self.packed.val and bias is self.bias_src
 
     def get(self, pk, bias):
         if self.const is not None and pk is self.packed.val and bias is self.bias_src:
@@ -440,23 +475,26 @@ def _packed_filter(ins, o, out_last, arrange):
             dtype, bound = np.float32, 0.0
         else:
             wf = _center_filter(wv, wi)
+            per_out = wf.reshape(-1, o).T if out_last else wf.reshape(o, -1)
+            wsums = (per_out.sum(1), np.abs(per_out).sum(1))       # exact: float64 integers
             if wf.size:
-                sums = np.abs(wf).reshape(-1, o).sum(0) if out_last else np.abs(wf).reshape(o, -1).sum(1)
-                bound = float(centered_max(ins[0].type, ins[0].zp)) * float(sums.max())
+                bound = float(centered_max(ins[0].type, ins[0].zp)) * float(wsums[1].max())
             else:
                 bound = 0.0
             dtype = exact_dtype(bound)
+            return _Packed(arrange(wf, dtype), dtype, bound, wsums)
         return _Packed(arrange(wf, dtype), dtype, bound)
     return Derived(wi.value, pack)
 
 
 class _Output:
     """The output side of a layer's build: quantized -> an OutputStage per (packed filter,
-    bias), float -> the float32 bias; zp is the input zero point the input is centred by.
+    bias), float -> the float32 bias; zp is the input zero point (centring() tells whether a run
+    centres the input by it or pads with it, its zero point folded into the bias).
     one: the quant.TableProduct of a quantized one-pixel layer (one_pixel: None, or the
     layer's depthwise flag when _one_pixel holds) with constant filter and bias, else None."""
 
-    def __init__(self, ins, outs, fuse, packed, one_pixel=None):
+    def __init__(self, ins, outs, fuse, packed, one_pixel=None, fold=False):
         self.quant = ins[0].type not in FLOATS
         self.fuse = fuse
         self._aug = None
@@ -466,7 +504,8 @@ class _Output:
         self.one = None
         if self.quant:
             self.zp = ins[0].zp
-            self.stages = _StageCache(_QuantSetup(ins, outs, fuse), packed, ins[2].value, one_pixel, self.zp)
+            self.stages = _StageCache(_QuantSetup(ins, outs, fuse), packed, ins[2].value, one_pixel, self.zp,
+                                      ins[0].type if fold else None)
             self.one = self.stages.one
         else:
             self.fbias = Derived(ins[2].value, lambda bv: bv.astype(np.float32))
@@ -476,6 +515,13 @@ class _Output:
         # -0.0 sum would stay -0.0 where adding 0.0 gives +0.0: not under NNAPI_PY_STRICT=1
         self._zero_bias = (not self.quant and self._bias_const is not None
                            and not np.any(self._bias_const) and not strict())
+
+    def centring(self, pk, bias):
+        """(value the input is centred by, value it is padded with): (zx, 0), or (0, zx) where
+        the stage has zx folded into its bias (_StageCache)."""
+        if self.quant and self.stages.is_folded(pk, bias):
+            return 0, self.zp
+        return self.zp, 0
 
     def epilogue(self, pk, bias):
         e = self._epi                           # kept for a constant filter and bias
@@ -720,7 +766,7 @@ def _conv_like_build(op, ins, outs, L, groups_of=None):
 
     packed = _packed_filter(ins, o, False, arrange)
     whole = groups == 1 and _one_pixel(nchw, n, h, w, kh, kw, pads, dil, packed)
-    res = _Output(ins, outs, fuse, packed, one_pixel=False if whole else None)
+    res = _Output(ins, outs, fuse, packed, one_pixel=False if whole else None, fold=True)
     scratch = Scratch()
     one = res.one
     bias_const = ins[2].value
@@ -738,11 +784,12 @@ def _conv_like_build(op, ins, outs, L, groups_of=None):
             return
         on = out.transpose(0, 2, 3, 1) if nchw else out
         bufs = scratch.take()
+        zx, fill = res.centring(pk, i[2])
         try:
             if raw:                 # cast and centred block by block inside _conv_blocks
-                _conv_blocks(i[0], pk, geom, on, res.epilogue(pk, i[2]), 1, bufs, None, res.zp)
+                _conv_blocks(i[0], pk, geom, on, res.epilogue(pk, i[2]), 1, bufs, None, zx)
                 return
-            xp = prepare_input(i[0], nchw, (pt, pb, pl, pr), pk.dtype, res.zp, bufs)
+            xp = prepare_input(i[0], nchw, (pt, pb, pl, pr), pk.dtype, zx, bufs, fill)
             aug = res.augmented(pk, i[2]) if groups == 1 else None
             _conv_blocks(xp, pk, geom, on, res.epilogue(pk, i[2]), groups, bufs, aug)
         finally:
@@ -961,8 +1008,7 @@ class DepthwiseConv2D(ConvBase):
 
         packed = _packed_filter(ins, o, True, arrange)
         whole = m == 1 and _one_pixel(nchw, n, h, w, kh, kw, pads, (dh, dw), packed)
-        res = _Output(ins, outs, fuse, packed, one_pixel=True if whole else None)
-        zp = res.zp
+        res = _Output(ins, outs, fuse, packed, one_pixel=True if whole else None, fold=True)
         pt, pb, pl, pr = pads
         row = ow * o
         geom = (n, oh, ow, o, kh, kw, sh, sw, dh, dw)
@@ -990,7 +1036,8 @@ class DepthwiseConv2D(ConvBase):
             on = out.transpose(0, 2, 3, 1) if nchw else out
             # width phases: with stride sw the columns x0, x0+sw, ... of phase x0 % sw are adjacent;
             # with a depth multiplier m input channel k feeds outputs k*m .. k*m+m-1
-            planes = prepare_planes(i[0], nchw, (pt, pb, pl, pr), pk.dtype, zp, sw, m, bufs)
+            zx, fill = res.centring(pk, i[2])
+            planes = prepare_planes(i[0], nchw, (pt, pb, pl, pr), pk.dtype, zx, sw, m, bufs, fill)
             epi = res.epilogue(pk, i[2])
             direct = (not quant) and on.dtype == pk.dtype and on.flags.c_contiguous
             taps = pk.mat

@@ -128,6 +128,17 @@ def multiply_by_quantized_multiplier(x, q, shift):
     return _rdbpot(_srdhm(x, q), right)
 
 
+def _ref_scalar(x, q, e):
+    """multiply_by_quantized_multiplier of one int x (int32 range) by q (q >= 0) and a right
+    shift e, in Python integers: SRDHM (nudge, division truncating toward zero), then RDBPOT."""
+    ab = x * q
+    t = ab + ((1 << 30) if ab >= 0 else 1 - (1 << 30))
+    r = t >> 31 if t >= 0 else -((-t) >> 31)
+    if e <= 0:
+        return r
+    return (r + (1 << (e - 1)) - (1 if r < 0 else 0)) >> e
+
+
 class Requant:
     """A real multiplier prepared once (at compile time)."""
     __slots__ = ("q", "shift", "real")
@@ -360,25 +371,51 @@ class OutputStage:
     def _try_float(self, q, left, right, bias_l):
         """float64 variant (5 passes instead of 8): with S = 31 + e,
             z = acc * (q 2**-S) + (bias q + 2**30 + [e>0] 2**(30+e)) 2**-S + zp,
-            reference = floor(z - [e>0][z < zp + 1/2] 2**-e)   (then clamped).
-        Exactness: q 2**-S is exact; acc * q 2**-S is exact while |acc q| < 2**53, i.e. while
-        |product| < R = 2**(22-e); the constant is exact (|K| < R/4 is required) and so is the
-        sum while it stays below R (resolution 2**-S).  With e <= 10, R >= 2**12: every z that
-        can land inside a quant8 clamp range (|z| < 2**9) is computed exactly, and any product
-        beyond R (possibly rounded; rounding is monotonic) gives |z| > 3R/4 > 2**9 on the same
-        side as the exact value, so it clamps identically.  No bound on acc is needed."""
-        if any(left) or max(right) > 10 or max(abs(self.lo), abs(self.hi)) >= (1 << 9) \
-                or abs(self.zp) >= (1 << 9):
+            reference = floor(z - [e>0][z < zp + 1/2] 2**-e)   (then clamped);
+        _float computes z + off (off: 0, or 128 for an int8 store) as one product P 2**-S (P =
+        acc q) plus the constant K + off = k 2**-S + zp + off (k = bias q + 2**30 + [e>0]
+        2**(30+e)).  Per channel either
+          constant: every accumulator of the bound (|acc| <= amax) gives the same output c
+                (the reference is non-decreasing in acc: its values at -amax and amax, exact
+                integers, are equal): the channel computes 0 * acc + c + 1/2 (a multiplier
+                far below one output step over the whole accumulator range, often beside a
+                bias that saturates it: per-channel models have such channels), or
+          with R = 2**(53-S) and V = max(|lo|, |hi|) + 130, R > V and K + off exact (|k| +
+                |zp + off| 2**S < 2**53 for both offsets): a product below 2**53 is exact, and
+                so is its sum with K + off wherever that sum is below R in magnitude (a multiple
+                of 2**-S: representable), which covers every value inside the clamp range;
+                a sum beyond R rounds to beyond R (rounding is monotonic) and clamps as the
+                exact value does.  A product of 2**53 or more (possible only when amax q >=
+                2**53) rounds to at least R in magnitude, so the sum lies beyond R - |K + off|:
+                then R - |K + off| > V is required too.
+        This holds for any bias and accumulator with e <= 10, and with e up to 13 where the
+        accumulator bound or the constant allows."""
+        if any(left) or max(abs(self.lo), abs(self.hi)) >= (1 << 9) or abs(self.zp) >= (1 << 9):
             return False
+        amax = self.amax
+        offs = (0, 128)
+        vmax = max(abs(self.lo), abs(self.hi)) + 130
         mf, kf, dl = [], [], []
         for c in range(len(q)):
             e = right[c]
             s = 31 + e
-            k = bias_l[c] * q[c] + (1 << 30) + ((1 << (30 + e)) if e > 0 else 0)
-            if abs(k) >= (1 << 52) or abs(k) / 2.0 ** s + abs(self.zp) >= 2.0 ** (20 - e):
+            b = bias_l[c]
+            if 2 * amax * q[c] < (1 << s) and INT32_MIN <= b - amax and b + amax <= INT32_MAX:
+                low = _ref_scalar(b - amax, q[c], e)
+                if low == _ref_scalar(b + amax, q[c], e):
+                    mf.append(0.0)                  # constant: z = c + 1/2 for every accumulator
+                    kf.append(low + self.zp + 0.5)
+                    dl.append(0.0)
+                    continue
+            k = b * q[c] + (1 << 30) + ((1 << (30 + e)) if e > 0 else 0)
+            if any(abs(k) + abs(self.zp + off) * (1 << s) >= (1 << 53) for off in offs):
+                return False
+            r = 2.0 ** (53 - s)
+            kabs = max(abs(k / 2.0 ** s + self.zp + off) for off in offs)
+            if r <= vmax or (amax * q[c] >= (1 << 53) and r - kabs <= vmax):
                 return False
             mf.append(q[c] / 2.0 ** s)        # exact: a 31-bit integer times a power of two
-            kf.append(k / 2.0 ** s + self.zp)  # exact: |k| < 2**52 and the zp shift fits
+            kf.append(k / 2.0 ** s + self.zp)  # exact: |k| + |zp| 2**S < 2**53
             dl.append(2.0 ** -e if e > 0 else 0.0)
         self.mode = "float"
 
