@@ -375,9 +375,9 @@ class OutputStage:
         _float computes z + off (off: 0, or 128 for an int8 store) as one product P 2**-S (P =
         acc q) plus the constant K + off = k 2**-S + zp + off (k = bias q + 2**30 + [e>0]
         2**(30+e)).  Per channel either
-          constant: every accumulator of the bound (|acc| <= amax) gives the same output c
-                (the reference is non-decreasing in acc: its values at -amax and amax, exact
-                integers, are equal): the channel computes 0 * acc + c + 1/2 (a multiplier
+          constant: every accumulator of the bound (|acc| <= amax) gives the same clamped
+                output c (the reference is non-decreasing in acc: its clamped values at -amax
+                and amax, exact integers, are equal): the channel computes 0 * acc + c + 1/2 (a multiplier
                 far below one output step over the whole accumulator range, often beside a
                 bias that saturates it: per-channel models have such channels), or
           with R = 2**(53-S) and V = max(|lo|, |hi|) + 130, R > V and K + off exact (|k| +
@@ -400,23 +400,22 @@ class OutputStage:
             e = right[c]
             s = 31 + e
             b = bias_l[c]
-            if 2 * amax * q[c] < (1 << s) and INT32_MIN <= b - amax and b + amax <= INT32_MAX:
-                low = _ref_scalar(b - amax, q[c], e)
-                if low == _ref_scalar(b + amax, q[c], e):
-                    mf.append(0.0)                  # constant: z = c + 1/2 for every accumulator
-                    kf.append(low + self.zp + 0.5)
-                    dl.append(0.0)
-                    continue
             k = b * q[c] + (1 << 30) + ((1 << (30 + e)) if e > 0 else 0)
-            if any(abs(k) + abs(self.zp + off) * (1 << s) >= (1 << 53) for off in offs):
-                return False
             r = 2.0 ** (53 - s)
-            kabs = max(abs(k / 2.0 ** s + self.zp + off) for off in offs)
-            if r <= vmax or (amax * q[c] >= (1 << 53) and r - kabs <= vmax):
+            if all(abs(k) + abs(self.zp + off) * (1 << s) < (1 << 53) for off in offs) and r > vmax and (
+                    amax * q[c] < (1 << 53) or r - max(abs(k / 2.0 ** s + self.zp + off) for off in offs) > vmax):
+                mf.append(q[c] / 2.0 ** s)        # exact: a 31-bit integer times a power of two
+                kf.append(k / 2.0 ** s + self.zp)  # exact: |k| + |zp| 2**S < 2**53
+                dl.append(2.0 ** -e if e > 0 else 0.0)
+                continue
+            if not INT32_MIN <= b - amax <= b + amax <= INT32_MAX:
                 return False
-            mf.append(q[c] / 2.0 ** s)        # exact: a 31-bit integer times a power of two
-            kf.append(k / 2.0 ** s + self.zp)  # exact: |k| + |zp| 2**S < 2**53
-            dl.append(2.0 ** -e if e > 0 else 0.0)
+            low = min(max(_ref_scalar(b - amax, q[c], e) + self.zp, self.lo), self.hi)
+            if low != min(max(_ref_scalar(b + amax, q[c], e) + self.zp, self.lo), self.hi):
+                return False
+            mf.append(0.0)                      # constant: z = c + 1/2 for every accumulator
+            kf.append(low + 0.5)
+            dl.append(0.0)
         self.mode = "float"
 
         def arr(v):
