@@ -1182,3 +1182,21 @@ def test_reference_scalar_matches_the_vector_reference():
         x = rng.integers(-(1 << 31), 1 << 31, 16)
         want = Q.multiply_by_quantized_multiplier(x, q, shift)
         assert [Q._ref_scalar(int(v), q, -shift) for v in x] == want.tolist()
+
+
+def test_output_stage_takes_non_contiguous_accumulators():
+    """Every mode gives the same numbers for a strided (non-C-ordered) accumulator as for its
+    contiguous copy (the int64 mode's per-row tiling once worked on a copy of a strided input)."""
+    from nnapi_py.ops import quant as Q
+    rng = np.random.default_rng(9)
+    seen = set()
+    for reals in (rng.uniform(1e-3, 0.2, 6), 2.0 ** -rng.integers(15, 17, 6) * 1.3, rng.uniform(0.6, 3.0, 6)):
+        st = Q.OutputStage(reals, 3, -128, 127, bias=rng.integers(-999, 999, 6), acc_bound=1 << 22)
+        seen.add(st.mode)
+        acc = rng.integers(-(1 << 22), 1 << 22, (6, 5, 4)).astype(np.float32).transpose(1, 2, 0)
+        for a in (acc, acc.astype(np.int32), acc.astype(np.float64)):
+            got, want = np.empty(a.shape, np.int8), np.empty(a.shape, np.int8)
+            st(a, got)
+            st(np.ascontiguousarray(a), want)
+            np.testing.assert_array_equal(got, want, err_msg=st.mode)
+    assert seen == {"float", "int64", "general"}
