@@ -141,7 +141,10 @@ class Binary(Op):
     @staticmethod
     def table_kernel(table):
         def k(i, o):
-            np.take(table, pair_index(i[0], i[1]), out=o[0], mode="wrap")
+            # mode "clip": a uint16 pair index is always inside the 65536-entry table, so
+            # nothing is clipped; "wrap" would compute a modulo per element (168 -> 125 us
+            # for 75k values)
+            np.take(table, pair_index(i[0], i[1]), out=o[0], mode="clip")
         return k
 
     def quant_table(self, a, b, out, fuse):
@@ -457,6 +460,6 @@ class Select(Op):
                 np.copyto(out, i[2])
             else:
                 Q.take(tb, i[2], out)
-            x = i[1] if ta is None else np.take(ta, Q.as_bytes(i[1]), mode="wrap")
+            x = i[1] if ta is None else np.take(ta, Q.as_bytes(i[1]), mode="clip")
             np.copyto(out, x, where=i[0])     # a non-zero BOOL8 byte selects input 1
         return k

@@ -1010,8 +1010,9 @@ def as_bytes(a):
 
 
 def take(table, a, out):
-    """out[...] = table[byte of a]: one gather written into out."""
-    np.take(table, as_bytes(a), out=out, mode="wrap")
+    """out[...] = table[byte of a]: one gather written into out (mode "clip": every byte is a
+    valid index of a 256-entry table, so no index is clipped; it skips "wrap"'s modulo)."""
+    np.take(table, as_bytes(a), out=out, mode="clip")
 
 
 def dequant_table(type_code, scale, zp):
