@@ -1200,3 +1200,34 @@ def test_output_stage_takes_non_contiguous_accumulators():
             st(np.ascontiguousarray(a), want)
             np.testing.assert_array_equal(got, want, err_msg=st.mode)
     assert seen == {"float", "int64", "general"}
+
+
+def test_output_stage_float_mode_at_the_exactness_edge():
+    """Multipliers of 2**-15 .. 2**-13 (right shifts of 13 and 14): the float64 mode covers a
+    uint8 output's whole range [0, 255] (an offset of 0: R = 2**(53-45) = 256 is enough) and
+    an int8 one up to its bound; every step of the range and the bound's ends give the
+    reference's numbers."""
+    from nnapi_py.ops import quant as Q
+    rng = np.random.default_rng(21)
+    cases = [(float(2.0 ** -rng.uniform(13.05, 14.95)), zp, lo, hi, dt)
+             for _ in range(6)
+             for zp, lo, hi, dt in ((0, 0, 255, np.uint8), (37, 0, 255, np.uint8), (-128, -128, 127, np.int8),
+                                    (-5, -5, 127, np.int8))]
+    taken = 0
+    for real, zp, lo, hi, dt in cases:
+        bnd = int(rng.integers(1 << 18, 1 << 21))
+        bias = int(rng.integers(-30000, 30000))
+        st = Q.OutputStage(real, zp, lo, hi, bias=[bias], acc_bound=bnd)
+        if dt == np.uint8 and lo == 0 and hi == 255:
+            assert st.mode == "float", (real, zp, bnd)
+        taken += st.mode == "float"
+        y = np.arange(lo + 1, hi + 1)
+        steps = np.ceil((y - zp) / real - bias).astype(np.int64)
+        acc = np.clip(np.concatenate([(steps[:, None] + np.arange(-3, 4)).ravel(),
+                                      rng.integers(-bnd, bnd + 1, 2000), [-bnd, bnd, 0]]), -bnd, bnd)
+        ref = np.clip(Q.Requant(real)(acc + bias) + zp, lo, hi)
+        for a in (acc.astype(np.float32), acc.astype(np.int32)):
+            out = np.empty((len(acc), 1), dt)
+            st(a.reshape(-1, 1), out)
+            np.testing.assert_array_equal(out[:, 0].astype(np.int64), ref, err_msg=f"{st.mode} {real} {zp} {bnd}")
+    assert taken >= 12

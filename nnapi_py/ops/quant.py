@@ -384,21 +384,25 @@ class OutputStage:
                 and amax, exact integers, are equal): the channel computes 0 * acc + c + 1/2 (a multiplier
                 far below one output step over the whole accumulator range, often beside a
                 bias that saturates it: per-channel models have such channels), or
-          with R = 2**(53-S) and V = max(|lo|, |hi|) + 130, R > V and K + off exact (|k| +
-                |zp + off| 2**S < 2**53 for both offsets): a product below 2**53 is exact, and
-                so is its sum with K + off wherever that sum is below R in magnitude (a multiple
-                of 2**-S: representable), which covers every value inside the clamp range;
-                a sum beyond R rounds to beyond R (rounding is monotonic) and clamps as the
-                exact value does.  A product of 2**53 or more (possible only when amax q >=
-                2**53) rounds to at least R in magnitude, so the sum lies beyond R - |K + off|:
-                then R - |K + off| > V is required too.
-        This holds for any bias and accumulator with e <= 10, and with e up to 13 where the
-        accumulator bound or the constant allows."""
+          with R = 2**(53-S) and V = max(|lo + off|, |hi + off| + 1) over the offsets (0, and
+                128 where the clamp range allows an int8 output), R >= V and K + off exact (|k|
+                + |zp + off| 2**S < 2**53): a product below 2**53 is exact, and so is its sum
+                with K + off wherever that sum is below R in magnitude (a multiple of 2**-S:
+                representable), which covers [lo + off, hi + off + 1), every value whose floor
+                is kept; a sum beyond R rounds to R or beyond (rounding is monotonic, R is a
+                float) and clamps as the exact value does.  A product of 2**53 or more
+                (possible only when amax q >= 2**53) rounds to at least R in magnitude, so the
+                sum lies beyond R - |K + off|: then R - |K + off| >= V is required too.
+        This holds for any bias and accumulator with e <= 10, and up to e = 14 (a uint8
+        output) where the accumulator bound or the constant allows."""
         if any(left) or max(abs(self.lo), abs(self.hi)) >= (1 << 9) or abs(self.zp) >= (1 << 9):
             return False
         amax = self.amax
-        offs = (0, 128)
-        vmax = max(abs(self.lo), abs(self.hi)) + 130
+        # the store offsets _float may use: 128 only for an int8 output, which a clamp range
+        # inside [-128, 127] allows; 0 for the others.  Exactness is needed for the values
+        # whose floor is kept, [lo + off, hi + off + 1)
+        offs = (0, 128) if -128 <= self.lo and self.hi <= 127 else (0,)
+        vmax = max(max(abs(self.lo + off), abs(self.hi + off) + 1) for off in offs)
         mf, kf, dl = [], [], []
         for c in range(len(q)):
             e = right[c]
@@ -406,8 +410,8 @@ class OutputStage:
             b = bias_l[c]
             k = b * q[c] + (1 << 30) + ((1 << (30 + e)) if e > 0 else 0)
             r = 2.0 ** (53 - s)
-            if all(abs(k) + abs(self.zp + off) * (1 << s) < (1 << 53) for off in offs) and r > vmax and (
-                    amax * q[c] < (1 << 53) or r - max(abs(k / 2.0 ** s + self.zp + off) for off in offs) > vmax):
+            if all(abs(k) + abs(self.zp + off) * (1 << s) < (1 << 53) for off in offs) and r >= vmax and (
+                    amax * q[c] < (1 << 53) or r - max(abs(k / 2.0 ** s + self.zp + off) for off in offs) >= vmax):
                 mf.append(q[c] / 2.0 ** s)        # exact: a 31-bit integer times a power of two
                 kf.append(k / 2.0 ** s + self.zp)  # exact: |k| + |zp| 2**S < 2**53
                 dl.append(2.0 ** -e if e > 0 else 0.0)
