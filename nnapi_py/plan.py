@@ -140,6 +140,7 @@ class Plan:
                 if i in pos and not node.op.may_omit(k, len(node.ins), infos[i].type):
                     self.required_inputs.setdefault(pos[i], f"{node.name} input {k}")
         self.folded = self._fold_activations(model, infos, tmpl)
+        self.requantized = self._fold_requantize(model, infos)
         self.biases_passed_on = self._fold_biases(model, infos, tmpl)
         if self.fp16:
             self._round_to_fp16(infos, tmpl)
@@ -295,6 +296,37 @@ class Plan:
             drop = {id(nd) for nd in folded}
             self.nodes = [nd for nd in self.nodes if id(nd) not in drop]
         return len(folded)
+
+    def _fold_requantize(self, model, infos):
+        """DEQUANTIZE of an 8-bit tensor whose float32 result is only the input of a QUANTIZE
+        (TFLite's int8 <-> uint8 requantization, as its NNAPI delegate lowers it: a uint8
+        model input into an int8 network) becomes that QUANTIZE on the 8-bit tensor itself:
+        QUANTIZE.build then computes each code's result once, by its own float path on the
+        value DEQUANTIZE gives the code, and looks it up -- the same bytes without the float
+        tensor (EfficientNet-Lite0's 224x224x3 input: two passes of about 1.2 ms).  Returns
+        how many folded."""
+        uses = {}
+        for node in self.nodes:
+            for i in node.ins:
+                uses[i] = uses.get(i, 0) + 1
+        for i in model.outputs:
+            uses[i] = uses.get(i, 0) + 1
+        producer = {o: node for node in self.nodes for o in node.outs}
+        drop = set()
+        for node in self.nodes:
+            if node.name != "QUANTIZE" or node.deferred or node.fp16 or len(node.ins) != 1:
+                continue
+            x = node.ins[0]
+            p = producer.get(x)
+            if p is None or p.name != "DEQUANTIZE" or p.deferred or p.fp16 or uses.get(x) != 1 \
+                    or model.life[x] != TEMP or infos[x].type != C.TENSOR_FLOAT32 \
+                    or infos[p.ins[0]].type not in (C.TENSOR_QUANT8_ASYMM, C.TENSOR_QUANT8_ASYMM_SIGNED):
+                continue
+            node.ins = (p.ins[0],)
+            drop.add(id(p))
+        if drop:
+            self.nodes = [nd for nd in self.nodes if id(nd) not in drop]
+        return len(drop)
 
     def _fold_biases(self, model, infos, tmpl):
         """A float32 operation that only adds a constant bias to its per-channel sums

@@ -1,7 +1,8 @@
 """Compile-time folding of a standalone RELU / RELU1 / RELU6 into the operation producing its
-input (nnapi_py/plan.py, Plan._fold_activations), and of a depthwise bias into the 1x1
-convolution reading it (Plan._fold_biases): the same numbers as running both (within float32
-rounding for the bias), and no folding where it would change what a client sees."""
+input (nnapi_py/plan.py, Plan._fold_activations), of a depthwise bias into the 1x1
+convolution reading it (Plan._fold_biases), and of DEQUANTIZE -> QUANTIZE into one lookup
+(Plan._fold_requantize): the same numbers as running both (within float32 rounding for the
+bias), and no folding where it would change what a client sees."""
 import numpy as np
 import pytest
 
@@ -233,3 +234,52 @@ def test_depthwise_bias_kept_where_it_cannot_move(passed, monkeypatch):
     np.testing.assert_allclose(m.compile().run({"x": xv})["y"], _ref(xv, dw, b, fw, cb, 1), rtol=1e-5, atol=1e-5)
     assert passed == [0, 0, 0, 0, 0]
 
+
+
+# ---- DEQUANTIZE -> QUANTIZE (Plan._fold_requantize) -------------------------------------------
+@pytest.fixture
+def requant(monkeypatch):
+    """The number of DEQUANTIZE -> QUANTIZE pairs each compiled plan folded."""
+    return _counts(monkeypatch, "_fold_requantize")
+
+
+def _requant_model(src, dst, shape, seen=False):
+    m = nn.Model()
+    x = m.input("x", src, shape)
+    f = m.op("DEQUANTIZE", x, outputs=[(nn.float32, shape)])
+    m.output(m.op("QUANTIZE", f, outputs=[(dst, shape)]), "y")
+    if seen:
+        m.output(f, "f")                       # the float tensor is seen: no fold
+    return m.compile()
+
+
+@pytest.mark.parametrize("src,dst", [
+    (nn.quant8_asymm(1 / 128, 128), nn.quant8_asymm_signed(1 / 128, 0)),        # uint8 -> int8 input
+    (nn.quant8_asymm_signed(0.0235, -7), nn.quant8_asymm(0.047, 131)),         # int8 -> uint8, ties
+    (nn.quant8_asymm(0.5, 3), nn.quant8_asymm_signed(0.25, 100)),               # saturating both ends
+    (nn.quant8_asymm_signed(1.0, 0), nn.quant8_asymm_signed(2.0, 0))])         # every code a tie
+def test_requantization_pair_folds_to_the_same_bytes(requant, src, dst):
+    codes = np.arange(256, dtype=np.uint8).view(src.dtype).reshape(2, 8, 16)
+    folded = _requant_model(src, dst, codes.shape).run({"x": codes})["y"]
+    both = _requant_model(src, dst, codes.shape, seen=True).run({"x": codes})
+    assert requant == [1, 0]
+    np.testing.assert_array_equal(folded, both["y"])
+    assert folded.dtype == np.dtype(dst.dtype)
+
+
+def test_requantization_pair_in_a_larger_graph_and_dynamic_shapes(requant):
+    """The fold inside a graph (the requantized tensor feeds another operation) and with an
+    input whose shape is only known at execution (the dynamic plan builds the same kernel)."""
+    src, dst = nn.quant8_asymm(0.02, 120), nn.quant8_asymm_signed(0.03, -5)
+    for shape in ((4, 33), (0, 33)):
+        m = nn.Model()
+        x = m.input("x", src, shape)
+        q = m.op("QUANTIZE", m.op("DEQUANTIZE", x, outputs=[(nn.float32, shape)]), outputs=[(dst, shape)])
+        m.output(m.op("RELU", q), "y")
+        v = RNG.integers(0, 256, (4, 33)).astype(np.uint8)
+        y = m.compile().run({"x": v})["y"]
+        deq = ((v.astype(np.int32) - 120) * np.float32(0.02)).astype(np.float32)     # DEQUANTIZE
+        want = np.clip(np.clip(np.trunc(np.divide(deq, np.float32(0.03), dtype=np.float32).astype(np.float64)
+                                        + np.copysign(0.5, deq)), -128 + 5, 127 + 5) - 5, -5, 127)
+        np.testing.assert_array_equal(y.astype(np.int64), want.astype(np.int64))
+    assert requant == [1, 1]
