@@ -110,9 +110,18 @@ static uint32_t conv(uint32_t x, uint32_t h, uint32_t w, uint32_t cin, uint32_t 
     return y;
 }
 
-int main(int argc, char** argv) {
-    QUANT = argc > 1 && strcmp(argv[1], "quant8") == 0;
-    int runs = argc > 2 ? atoi(argv[2]) : 10;
+typedef struct {
+    ANeuralNetworksCompilation* comp;
+    ANeuralNetworksExecution* e;
+    void* in_buf;
+    void* out_buf;
+    uint32_t operands;
+} Net;
+
+/* builds, compiles and binds the network in float32 (quant 0) or quant8 (quant 1) */
+static Net setup(int quant) {
+    QUANT = quant;
+    n_operands = 0;
     srand(1234);
     CHECK(ANeuralNetworksModel_create(&M));
     uint32_t h = 224, w = 224, oh, ow;
@@ -171,29 +180,73 @@ int main(int argc, char** argv) {
         else ((float*)in_buf)[i] = (float)rand() / RAND_MAX;
     }
     void* out_buf = malloc(1000 * esz);
-    ANeuralNetworksExecution* e;
-    CHECK(ANeuralNetworksExecution_create(comp, &e));
-    CHECK(ANeuralNetworksExecution_setReusable(e, true));
-    CHECK(ANeuralNetworksExecution_setInput(e, 0, NULL, in_buf, in_elems * esz));
-    CHECK(ANeuralNetworksExecution_setOutput(e, 0, NULL, out_buf, 1000 * esz));
-    CHECK(ANeuralNetworksExecution_compute(e));      /* warm-up */
-    double best = 1e30, total = 0;
-    for (int r = 0; r < runs; r++) {
-        struct timespec a, b;
-        clock_gettime(CLOCK_MONOTONIC, &a);
-        CHECK(ANeuralNetworksExecution_compute(e));
-        clock_gettime(CLOCK_MONOTONIC, &b);
-        double ms = (b.tv_sec - a.tv_sec) * 1e3 + (b.tv_nsec - a.tv_nsec) * 1e-6;
-        total += ms;
-        if (ms < best) best = ms;
-    }
-    printf("mobilenet_%s %.3f ms/inference (best of %d; mean %.3f; %u operands)\n",
-           QUANT ? "quant8" : "float32", best, runs, total / runs, n_operands);
-    ANeuralNetworksExecution_free(e);
-    ANeuralNetworksCompilation_free(comp);
+    Net net = {comp, NULL, in_buf, out_buf, n_operands};
+    CHECK(ANeuralNetworksExecution_create(comp, &net.e));
+    CHECK(ANeuralNetworksExecution_setReusable(net.e, true));
+    CHECK(ANeuralNetworksExecution_setInput(net.e, 0, NULL, in_buf, in_elems * esz));
+    CHECK(ANeuralNetworksExecution_setOutput(net.e, 0, NULL, out_buf, 1000 * esz));
+    CHECK(ANeuralNetworksExecution_compute(net.e));      /* warm-up */
     ANeuralNetworksModel_free(M);
+    return net;
+}
+
+static double once(Net* n) {
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    CHECK(ANeuralNetworksExecution_compute(n->e));
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    return (b.tv_sec - a.tv_sec) * 1e3 + (b.tv_nsec - a.tv_nsec) * 1e-6;
+}
+
+static void release(Net* n) {
+    ANeuralNetworksExecution_free(n->e);
+    ANeuralNetworksCompilation_free(n->comp);
+    free(n->in_buf);
+    free(n->out_buf);
+}
+
+static int cmp_double(const void* a, const void* b) {
+    double x = *(const double*)a, y = *(const double*)b;
+    return (x > y) - (x < y);
+}
+
+/* usage: bench_mobilenet float32|quant8|both [runs]
+   both: the two networks in one process, their inferences alternating (float32, quant8,
+   float32, ...), so that the quant8 / float32 ratio of each adjacent pair is measured within
+   a fraction of a second; prints both lines and the median of the pairs' ratios */
+int main(int argc, char** argv) {
+    const char* kind = argc > 1 ? argv[1] : "float32";
+    int runs = argc > 2 ? atoi(argv[2]) : 10;
+    if (runs < 1) runs = 1;
+    int both = strcmp(kind, "both") == 0;
+    Net nets[2];
+    int kinds[2], n = 0;
+    if (both || strcmp(kind, "quant8") != 0) kinds[n++] = 0;
+    if (both || strcmp(kind, "quant8") == 0) kinds[n++] = 1;
+    for (int k = 0; k < n; k++) {
+        srand(1234);                        /* the same weights for both */
+        nets[k] = setup(kinds[k]);
+    }
+    double best[2] = {1e30, 1e30}, total[2] = {0, 0};
+    double* ratio = malloc(sizeof(double) * (size_t)runs);
+    for (int r = 0; r < runs; r++) {
+        double t[2];
+        for (int k = 0; k < n; k++) {
+            t[k] = once(&nets[k]);
+            total[k] += t[k];
+            if (t[k] < best[k]) best[k] = t[k];
+        }
+        if (n == 2) ratio[r] = t[1] / t[0];
+    }
+    for (int k = 0; k < n; k++)
+        printf("mobilenet_%s %.3f ms/inference (best of %d; mean %.3f; %u operands)\n",
+               kinds[k] ? "quant8" : "float32", best[k], runs, total[k] / runs, nets[k].operands);
+    if (n == 2) {
+        qsort(ratio, (size_t)runs, sizeof(double), cmp_double);
+        printf("pairs quant8/float32 median %.3f (of %d adjacent pairs)\n", ratio[runs / 2], runs);
+    }
+    free(ratio);
+    for (int k = 0; k < n; k++) release(&nets[k]);
     for (int i = 0; i < n_keep; i++) free(keep[i]);
-    free(in_buf);
-    free(out_buf);
     return 0;
 }

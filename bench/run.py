@@ -2,7 +2,8 @@
 
 API overhead (bench_api.c, median of repeated batches; the median of 5 runs), cold start
 (bench_cold.c: whole process, median of 7 runs), and the MobileNetV2-style network (bench_mobilenet.c, float32
-and quant8, single-threaded BLAS) compared with PyTorch eager when PyTorch is installed, and
+and quant8, single-threaded BLAS) compared with PyTorch eager when PyTorch is installed (5 rounds of the
+four in turn: medians, and ratios as the median of each round's own ratio), and
 the same network converted by PyTorch's NNAPI backend and run through the library inside one
 Python process beside torch eager (mobilenet_torch_nnapi.py), a 2-layer projected LSTM
 through the C API beside torch.nn.LSTM (lstm.py), and an SSD-sized DETECTION_POSTPROCESSING head
@@ -85,6 +86,89 @@ def quantized_cnn_mean(rows, ratios):
     ratios[name] = (gm_all, f"with {', '.join(TINY_QUANTIZED)} ({n_all} models; 8x8 input: the fixed cost per call)")
 
 
+NET_ROUNDS = 5      # rounds of the MobileNetV2-style network: PyTorch eager, PyTorch quantized
+                    # (a process each, best of 10 inferences), then ours float32 and quant8 in one
+                    # process, their inferences alternating (best of 10 each)
+
+
+def _net_round(exe):
+    """One round: {name: ms} of whatever ran (PyTorch only where installed)."""
+    got = {}
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "mobilenet_torch.py")], env=ENV,
+                       capture_output=True, text=True)
+    m = re.match(r"torch_float32 ([\d.]+)", r.stdout or "")
+    if m:
+        got["torch_float32"] = float(m.group(1))
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "mobilenet_torch.py"), "--quantized"], env=ENV,
+                       capture_output=True, text=True)
+    m = re.match(r"torch_quant8 ([\d.]+) (\w+)(?: numpy_gemm_floor ([\d.]+))?", r.stdout or "")
+    if m:
+        got["torch_quant8"] = float(m.group(1))
+        got["engine"] = m.group(2)
+        if m.group(3):
+            got["numpy_gemm_floor"] = float(m.group(3))
+    # ours: both networks in one process, inferences alternating (bench_mobilenet.c "both")
+    r = subprocess.run([exe, "both", "10"], env=ENV, capture_output=True, text=True)
+    if r.returncode != 0:
+        print(r.stderr.strip().splitlines()[-1] if r.stderr.strip() else "failed", file=sys.stderr)
+        return got
+    for line in r.stdout.splitlines():
+        m = re.match(r"mobilenet_(float32|quant8) ([\d.]+)", line)
+        if m:
+            got[m.group(1)] = float(m.group(2))
+        m = re.match(r"pairs quant8/float32 median ([\d.]+)", line)
+        if m:
+            got["pair"] = float(m.group(1))
+    return got
+
+
+def network_rows(rows, ratios):
+    """The MobileNetV2-style network in NET_ROUNDS rounds: each time the median of the rounds,
+    each ratio the median of the rounds' own ratios (the two sides measured within seconds of
+    each other: the shared machine's speed drifts by 1.5x from minute to minute); quant8 /
+    float32 from inferences alternating in one process (the median of adjacent pairs)."""
+    exe = build("bench_mobilenet")
+    rounds = [_net_round(exe) for _ in range(NET_ROUNDS)]
+
+    def med(key):
+        v = [r[key] for r in rounds if key in r]
+        return statistics.median(v) if v else None
+
+    def ratio(a, b):
+        v = [r[a] / r[b] for r in rounds if a in r and b in r]
+        return statistics.median(v) if v else None
+    torch_ms, torch_q_ms = med("torch_float32"), med("torch_quant8")
+    if torch_ms:
+        rows.append(("torch_eager_float32", torch_ms, "ms", None))
+    if torch_q_ms:
+        engine = statistics.mode([r["engine"] for r in rounds if "engine" in r])
+        rows.append((f"torch_quant8_{engine}", torch_q_ms, "ms", None))
+    if med("numpy_gemm_floor"):     # the network's dense products alone as float32 numpy matmuls
+        rows.append(("numpy_gemm_floor", med("numpy_gemm_floor"), "ms", None))
+        ratios["numpy_gemm_floor"] = (ratio("numpy_gemm_floor", "torch_quant8"),
+                                      "PyTorch quantized: numpy's fastest product, before any other work")
+    for kind, factor in (("float32", 2.0), ("quant8", 3.0)):
+        ms = med(kind)
+        if ms is None:
+            rows.append((f"mobilenet_{kind}", float("nan"), "ms", None))
+            continue
+        rows.append((f"mobilenet_{kind}", ms, "ms", factor * torch_ms if torch_ms else None))
+        if kind == "quant8" and torch_q_ms:
+            ratios[f"mobilenet_{kind}"] = (ratio("quant8", "torch_quant8"), "PyTorch quantized eager (same network)")
+        ref = "torch_float32" if kind == "float32" else "torch_quant8"
+        if ratio(kind, ref):    # the speed goals: at most PyTorch eager (float32), 2 x PyTorch quantized (quant8)
+            name = "mobilenet_f32/torch" if kind == "float32" else "mobilenet_q8/torch_quant"
+            rows.append((name, ratio(kind, ref), "x", 1.0 if kind == "float32" else 2.0))
+            GOALS.add(name)
+        pairs = [r["pair"] for r in rounds if "pair" in r]
+        if kind == "quant8" and pairs:      # issue 28: quant8 no slower than float
+            rows.append(("mobilenet_q8/f32", statistics.median(pairs), "x", 1.1))
+            GOALS.add("mobilenet_q8/f32")
+            ratios["mobilenet_q8/f32"] = (min(pairs), "in the lowest round (each round: the median of 10 adjacent "
+                                          "float32 / quant8 inference pairs; rounds " +
+                                          ", ".join(f"{v:.2f}" for v in pairs) + ")")
+
+
 def main():
     print(threads_line())
     rows = []   # (name, value, unit, target)
@@ -105,43 +189,7 @@ def main():
         times.append(time.perf_counter() - t0)
     rows.append(("cold_start", statistics.median(times), "s", 0.3))
     if "--quick" not in sys.argv:
-        exe = build("bench_mobilenet")
-        torch_ms = None
-        r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "mobilenet_torch.py")], env=ENV,
-                           capture_output=True, text=True)
-        m = re.match(r"torch_float32 ([\d.]+)", r.stdout or "")
-        if m:
-            torch_ms = float(m.group(1))
-            rows.append(("torch_eager_float32", torch_ms, "ms", None))
-        r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "mobilenet_torch.py"), "--quantized"], env=ENV,
-                           capture_output=True, text=True)
-        m = re.match(r"torch_quant8 ([\d.]+) (\w+)(?: numpy_gemm_floor ([\d.]+))?", r.stdout or "")
-        torch_q_ms = float(m.group(1)) if m else None
-        if m:
-            rows.append((f"torch_quant8_{m.group(2)}", torch_q_ms, "ms", None))
-        if m and m.group(3):    # the network's dense products alone as float32 numpy matmuls
-            rows.append(("numpy_gemm_floor", float(m.group(3)), "ms", None))
-            ratios["numpy_gemm_floor"] = (float(m.group(3)) / torch_q_ms,
-                                          "PyTorch quantized: numpy's fastest product, before any other work")
-        net_ms = {}
-        for kind, factor in (("float32", 2.0), ("quant8", 3.0)):
-            r = subprocess.run([exe, kind, "10"], env=ENV, capture_output=True, text=True)
-            if r.returncode != 0:
-                rows.append((f"mobilenet_{kind}", float("nan"), "ms", None))
-                print(r.stderr.strip().splitlines()[-1] if r.stderr.strip() else "failed", file=sys.stderr)
-                continue
-            ms = net_ms[kind] = float(r.stdout.split()[1])
-            rows.append((f"mobilenet_{kind}", ms, "ms", factor * torch_ms if torch_ms else None))
-            if kind == "quant8" and torch_q_ms:
-                ratios[f"mobilenet_{kind}"] = (ms / torch_q_ms, "PyTorch quantized eager (same network)")
-            ref = torch_ms if kind == "float32" else torch_q_ms
-            if ref:     # the speed goals: at most PyTorch eager (float32), 2 x PyTorch quantized (quant8)
-                name = "mobilenet_f32/torch" if kind == "float32" else "mobilenet_q8/torch_quant"
-                rows.append((name, ms / ref, "x", 1.0 if kind == "float32" else 2.0))
-                GOALS.add(name)
-            if kind == "quant8" and "float32" in net_ms:     # issue 28: quant8 no slower than float
-                rows.append(("mobilenet_q8/f32", ms / net_ms["float32"], "x", 1.1))
-                GOALS.add("mobilenet_q8/f32")
+        network_rows(rows, ratios)
         r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "mobilenet_torch_nnapi.py")], env=ENV,
                            capture_output=True, text=True)
         m = re.match(r"torch_nnapi_float32 ([\d.]+) torch_eager_float32 ([\d.]+)", r.stdout or "")

@@ -383,8 +383,8 @@ class _Packed:
         self.mat = mat
         self.dtype = dtype
         self.bound = bound
-        self.phases = {}
-        self.wsums = wsums      # quantized: per output channel, (sum of w, sum of |w|), centred w        # depthwise: (stride, phase) -> that phase's taps, contiguous
+        self.phases = {}        # depthwise: (stride, phase) -> that phase's taps, contiguous
+        self.wsums = wsums      # quantized: per output channel, (sum of w, sum of |w|), centred w
 
 
 def _center_filter(w, info):
@@ -419,7 +419,8 @@ class _StageCache:
     (sum (x - zx) w = sum x w - zx sum w: the same integer, so the same bytes), when the
     uncentred sums still fit float32 exactly and that stage's float32 requantization is proven
     (OutputStage.prepare_f32): the kernel then casts its input without centring it (one pass
-    over the input fewer) and pads with zx.  self.stage: the stage constant runs take."""
+    over the input fewer) and pads with zx.  self.const: the stage constant runs take (that
+    one, when folded)."""
 
     def __init__(self, qs, packed, bias_value, one_pixel=None, zx=0, xtype=None):
         self.qs = qs

@@ -381,9 +381,9 @@ class OutputStage:
         2**(30+e)).  Per channel either
           constant: every accumulator of the bound (|acc| <= amax) gives the same clamped
                 output c (the reference is non-decreasing in acc: its clamped values at -amax
-                and amax, exact integers, are equal): the channel computes 0 * acc + c + 1/2 (a multiplier
-                far below one output step over the whole accumulator range, often beside a
-                bias that saturates it: per-channel models have such channels), or
+                and amax, exact integers, are equal): the channel computes 0 * acc + c + 1/2
+                (a multiplier far below one output step over the whole accumulator range, often
+                beside a bias that saturates it: per-channel models have such channels), or
           with R = 2**(53-S) and V = max(|lo + off|, |hi + off| + 1) over the offsets (0, and
                 128 where the clamp range allows an int8 output), R >= V and K + off exact (|k|
                 + |zp + off| 2**S < 2**53): a product below 2**53 is exact, and so is its sum
