@@ -250,6 +250,17 @@ class Plan:
 
     _ACTIVATIONS = {"RELU": C.FUSED_RELU, "RELU1": C.FUSED_RELU1, "RELU6": C.FUSED_RELU6}
 
+    def _uses_and_producers(self, model):
+        """({operand: how many operation inputs and model outputs read it}, {operand: the
+        node writing it}) of the current node list (the folds' common view of the graph)."""
+        uses = {}
+        for node in self.nodes:
+            for i in node.ins:
+                uses[i] = uses.get(i, 0) + 1
+        for i in model.outputs:
+            uses[i] = uses.get(i, 0) + 1
+        return uses, {o: node for node in self.nodes for o in node.outs}
+
     def _fold_activations(self, model, infos, tmpl):
         """A float RELU / RELU1 / RELU6 whose input is the only use of a temporary produced by
         an operation with a FuseCode input set to NONE (ADD, MUL, SUB, DIV, the convolutions,
@@ -261,13 +272,7 @@ class Plan:
         NNAPI_PY_STRICT=1 folds nothing.  Returns how many folded."""
         if strict():
             return 0
-        uses = {}
-        for node in self.nodes:
-            for i in node.ins:
-                uses[i] = uses.get(i, 0) + 1
-        for i in model.outputs:
-            uses[i] = uses.get(i, 0) + 1
-        producer = {o: node for node in self.nodes for o in node.outs}
+        uses, producer = self._uses_and_producers(model)
         folded = []
         for node in self.nodes:
             code = self._ACTIVATIONS.get(node.name)
@@ -305,13 +310,7 @@ class Plan:
         value DEQUANTIZE gives the code, and looks it up -- the same bytes without the float
         tensor (EfficientNet-Lite0's 224x224x3 input: two passes of about 1.2 ms).  Returns
         how many folded."""
-        uses = {}
-        for node in self.nodes:
-            for i in node.ins:
-                uses[i] = uses.get(i, 0) + 1
-        for i in model.outputs:
-            uses[i] = uses.get(i, 0) + 1
-        producer = {o: node for node in self.nodes for o in node.outs}
+        uses, producer = self._uses_and_producers(model)
         drop = set()
         for node in self.nodes:
             if node.name != "QUANTIZE" or node.deferred or node.fp16 or len(node.ins) != 1:
