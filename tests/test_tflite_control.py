@@ -118,10 +118,7 @@ def test_while_becomes_nnapi_while(tmp_path, counter_shape):
 
 def corpus_model(name):
     import tflite_corpus
-    try:
-        return tflite_corpus.models()[name]
-    except tflite_corpus.Unavailable as e:
-        pytest.skip(f"real-model corpus unavailable: {e}")
+    return tflite_corpus.model_or_skip(name)
 
 
 def test_real_wake_word_model_runs_its_if_on_nnapi():

