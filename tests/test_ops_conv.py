@@ -1173,16 +1173,6 @@ def test_output_stage_float_mode_with_small_and_dead_channels(dtype):
     assert dead_seen >= 100
 
 
-def test_reference_scalar_matches_the_vector_reference():
-    from nnapi_py.ops import quant as Q
-    rng = np.random.default_rng(5)
-    for _ in range(300):
-        real = float(10 ** rng.uniform(-10, -0.4))
-        q, shift = Q.quantize_multiplier(real)
-        x = rng.integers(-(1 << 31), 1 << 31, 16)
-        want = Q.multiply_by_quantized_multiplier(x, q, shift)
-        assert [Q._ref_scalar(int(v), q, -shift) for v in x] == want.tolist()
-
 
 def test_output_stage_takes_non_contiguous_accumulators():
     """Every mode gives the same numbers for a strided (non-C-ordered) accumulator as for its

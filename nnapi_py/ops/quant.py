@@ -128,17 +128,6 @@ def multiply_by_quantized_multiplier(x, q, shift):
     return _rdbpot(_srdhm(x, q), right)
 
 
-def _ref_scalar(x, q, e):
-    """multiply_by_quantized_multiplier of one int x (int32 range) by q (q >= 0) and a right
-    shift e, in Python integers: SRDHM (nudge, division truncating toward zero), then RDBPOT."""
-    ab = x * q
-    t = ab + ((1 << 30) if ab >= 0 else 1 - (1 << 30))
-    r = t >> 31 if t >= 0 else -((-t) >> 31)
-    if e <= 0:
-        return r
-    return (r + (1 << (e - 1)) - (1 if r < 0 else 0)) >> e
-
-
 class Requant:
     """A real multiplier prepared once (at compile time)."""
     __slots__ = ("q", "shift", "real")
@@ -418,8 +407,9 @@ class OutputStage:
                 continue
             if not INT32_MIN <= b - amax <= b + amax <= INT32_MAX:
                 return False
-            low = min(max(_ref_scalar(b - amax, q[c], e) + self.zp, self.lo), self.hi)
-            if low != min(max(_ref_scalar(b + amax, q[c], e) + self.zp, self.lo), self.hi):
+            ends = multiply_by_quantized_multiplier(np.array([b - amax, b + amax]), q[c], -e) + self.zp
+            low, high = (min(max(int(v), self.lo), self.hi) for v in ends)
+            if low != high:
                 return False
             mf.append(0.0)                      # constant: z = c + 1/2 for every accumulator
             kf.append(low + 0.5)
