@@ -223,10 +223,7 @@ int main(int argc, char** argv) {
     int kinds[2], n = 0;
     if (both || strcmp(kind, "quant8") != 0) kinds[n++] = 0;
     if (both || strcmp(kind, "quant8") == 0) kinds[n++] = 1;
-    for (int k = 0; k < n; k++) {
-        srand(1234);                        /* the same weights for both */
-        nets[k] = setup(kinds[k]);
-    }
+    for (int k = 0; k < n; k++) nets[k] = setup(kinds[k]);    /* srand(1234) each: the same weights */
     double best[2] = {1e30, 1e30}, total[2] = {0, 0};
     double* ratio = malloc(sizeof(double) * (size_t)runs);
     for (int r = 0; r < runs; r++) {

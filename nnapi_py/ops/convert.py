@@ -96,7 +96,9 @@ class Quantize(Op):
             table = np.empty(256, C.DTYPES[outs[0].type])
             with np.errstate(all="ignore"):
                 codes = Q.dequant_table(ins[0].type, ins[0].scale, ins[0].zp).astype(np.float32)
-            vector(codes, table, scratch.take())
+            bufs = scratch.take()
+            vector(codes, table, bufs)
+            scratch.give(bufs)
             return _lookup(table)
 
         def k(i, o):
