@@ -267,3 +267,54 @@ def test_conv_1x1_cast_block_by_block(stride):
     want = _conv_ref(x[:, ::stride, ::stride], w, b, 77, 130, real, 120, 0, 255)
     np.testing.assert_array_equal(got, want)
     assert len(np.unique(want)) > 50
+
+
+@pytest.mark.parametrize("windows", ["narrow only", "wide only", "narrow misses"])
+def test_prepare_f32_same_proof_whichever_window_finds_the_steps(monkeypatch, windows):
+    """prepare_f32 looks for each exact output step in a narrow window around the line's guess
+    (moved up by one on the corrected negative side) and falls back to a wide window where the
+    narrow one misses a step.  The proof -- taken or not, the float32 constants, the channels
+    left to the exact fix-up -- is the same with the narrow window alone (it finds every step
+    of these stages), the wide one alone, or a narrow one placed where it always misses."""
+    def proofs(wins):
+        monkeypatch.setattr(Q, "_STEP_WINDOWS", wins)
+        res = []
+        for _, reals, bias, zp, lo, hi, dt, bound in STAGES:
+            st = Q.OutputStage(reals, zp, lo, hi, bias=bias, acc_bound=bound)
+            ok = st.prepare_f32(dt)
+            consts = tuple(np.asarray(a).tobytes() for a in st.f32 if a is not None) if ok else None
+            fix = None if st.f32_fix is None else tuple(st.f32_fix[0])
+            res.append((ok, consts, fix))
+        return res
+
+    narrow, wide = Q._STEP_WINDOWS
+    default = proofs((narrow, wide))
+    other = {"narrow only": (narrow,), "wide only": (wide,),
+             "narrow misses": (np.array([40.0, 41.0, 42.0]), wide)}[windows]
+    assert proofs(other) == default
+    assert sum(ok for ok, _, _ in default) >= 8 and sum(fix is not None for _, _, fix in default) >= 2
+
+
+def test_prepare_f32_nudged_constants_are_exact():
+    """Where the float32 constants themselves miss some step, prepare_f32 takes nudged ones (the
+    first of 0, +1, -1, +2, ... ulps on the constant, with the multiplier as is or one ulp up
+    or down, that passes every step), channel by channel: per-channel int8 stages proven that
+    way give the reference's outputs at every accumulator next to every step."""
+    taken = nudged = 0
+    for _ in range(40):
+        nch = 64
+        reals = 10 ** rng.uniform(-2.6, -1.0, nch)
+        zp = int(rng.integers(-20, 20))
+        st = Q.OutputStage(reals, zp, -128, 127, bias=rng.integers(-5000, 5000, nch), acc_bound=300000)
+        if not st.prepare_f32(np.int8):
+            continue
+        taken += 1
+        q, K, _ = st._line
+        nudged += int(np.any(np.broadcast_to(st.f32[1], (nch,)) != K.astype(np.float32))
+                      or np.any(np.broadcast_to(st.f32[0], (nch,)) != q.astype(np.float32)))
+        y = np.arange(-127, 128)[:, None]
+        steps = np.ceil((y - zp) / reals - st._bias).astype(np.int64)
+        near = np.clip((steps[None] + np.arange(-3, 4)[:, None, None]).reshape(-1, nch), -300000, 300000)
+        acc = near[: (near.shape[0] // 4) * 4]
+        np.testing.assert_array_equal(fast(st, acc, np.int8), exact(st, acc, np.int8))
+    assert taken >= 10 and nudged >= 5

@@ -261,6 +261,10 @@ _SMALL_STEPS = 1 << 15   # ... with at most this many steps (8-bit outputs, <= 1
                          # table takes about 4 ms to make for 64 channels)
 
 
+# prepare_f32's windows around the line's guess of each step: the narrow one finds every step
+# of the corpus's models (the guess is exact, or 1-2 low on the corrected side, which the guess
+# adds); the wide one is taken only where the narrow one misses a step
+_STEP_WINDOWS = (np.arange(-1, 2, dtype=np.float64), np.arange(-4, 5, dtype=np.float64))
 _PROBE_CHANNELS = 64            # prepare_f32 on stages of more channels: a sample of this many first
 
 
@@ -513,9 +517,11 @@ class OutputStage:
         float32 rounding is monotonic), so they agree everywhere when the float32 one agrees on
         both sides of each of the reference's steps: for every output y in (lo, hi] the least
         accumulator t_y whose output is >= y (found exactly: the real-arithmetic guess, then the
-        reference evaluated at the guess and its neighbours) must give >= y and t_y - 1 < y
-        (ends beyond +-amax: only the side inside).  2 (hi - lo) points per channel and
-        candidate.  Where the reference corrects its negative side (no activation, lo < zp:
+        reference evaluated at the guess and its neighbours, _STEP_WINDOWS) must give >= y and
+        t_y - 1 < y (ends beyond +-amax: only the side inside).  2 (hi - lo) points per channel
+        and candidate; a channel that failed a candidate is first tried at the step where it
+        failed (compilation: EfficientNet-Lite0's proofs 2.2-2.3 -> 1.1-1.5 s, the same stages
+        and constants).  Where the reference corrects its negative side (no activation, lo < zp:
         z < zp + 1/2 rounds z - 2**-e), the float32 form is clamp(u, zp, hi) + clamp(u - 2**-e,
         lo, zp) - zp (u = acc m + k; each clamp truncated; the sum of two non-decreasing terms).
         It holds when float32's rounding of acc * m stays well inside one step (multipliers
@@ -551,19 +557,27 @@ class OutputStage:
             return False
         y = np.arange(self.lo + 1, self.hi + 1, dtype=np.float64)[:, None]          # [n, 1]
         guess = np.clip(np.ceil((y - K) / q), -amax - 8, amax + 8)                  # [n, nch]
-        win = guess[None] + np.arange(-3, 4, dtype=np.float64)[:, None, None]       # [7, n, nch]
-        np.clip(win, -amax, amax, out=win)
-        ref = np.empty(win.shape, np.int64)
-        self._passes(win.reshape(-1, nch), ref.reshape(-1, nch))
-        ge = ref >= y[None]
-        first = np.argmax(ge, axis=0)
-        some = ge.any(0)
-        t = np.take_along_axis(win, first[None], 0)[0]                              # exact steps
-        # a step inside the window (a point below it too), or beyond an end of the bound
-        at_low = some & ((first > 0) | (win[0] <= -amax))
-        t = np.where(some, t, amax + 1.0)
-        if not np.all(at_low | (~some & (win[-1] >= amax))):
+        if neg:                 # the corrected side's steps lie 1 or 2 above the line's
+            guess += y <= self.zp
+        for offsets in _STEP_WINDOWS:       # a narrow window first, a wide one where it misses
+            win = guess[None] + offsets[:, None, None]                              # [w, n, nch]
+            np.clip(win, -amax, amax, out=win)
+            ref = np.empty(win.shape, np.int64)
+            self._passes(win.reshape(-1, nch), ref.reshape(-1, nch))
+            ge = ref >= y[None]
+            # the reference is non-decreasing along the window: the first point reaching y is
+            # the count of those below it (argmax over the short first axis is slower)
+            below_y = np.count_nonzero(~ge, axis=0)
+            some = below_y < len(offsets)
+            first = np.minimum(below_y, len(offsets) - 1)
+            # a step inside the window (a point below it too), or beyond an end of the bound
+            at_low = some & ((first > 0) | (win[0] <= -amax))
+            if np.all(at_low | (~some & (win[-1] >= amax))):
+                break
+        else:
             return False
+        t = np.take_along_axis(win, first[None], 0)[0]                              # exact steps
+        t = np.where(some, t, amax + 1.0)
         below = np.clip(t - 1, -amax, amax).astype(np.float32)
         at = np.clip(t, -amax, amax).astype(np.float32)
         need_below = t - 1 >= -amax             # some accumulator lies below the step
@@ -574,39 +588,70 @@ class OutputStage:
         chosen_m, chosen_k, chosen_kb = m0.copy(), k0.copy(), kb0.copy()
         done = np.zeros(nch, bool)
         zp_f = np.float32(self.zp + off)
+        off_f = np.float32(off)
 
-        def f32(pts, mm, kk, kb):               # _f32's passes (before the stores' truncation)
-            v = pts * mm
+        def f32(p, kk, kb):
+            """_f32_all's values at products p = acc * m (float32), as compared with the
+            steps: without the correction, v = p + (k + off), whose clamp and truncation
+            (lo + off < y + off <= hi + off, an integer) keep v < y + off as it is; with it,
+            the clamped and truncated sum of both terms."""
+            v = p + (kk + off_f)
             if not neg:
-                v += kk + np.float32(off)
-                clip_inplace(v, lo_f, hi_f)
-                return np.floor(v)              # the store truncates values >= 0
-            w = v + (kb + np.float32(off))
-            v += kk + np.float32(off)
+                return v
+            w = p + (kb + off_f)
             clip_inplace(v, zp_f, hi_f)
             clip_inplace(w, lo_f, zp_f)
             return np.floor(v) + np.floor(w) - zp_f
 
-        def nudged(a, n):
-            for _ in range(abs(n)):
-                a = np.nextafter(a, np.float32(np.sign(n) * np.inf))
-            return a
+        def nudged(a):                  # a's candidates: a nudged by 0, 1, -1, 2, -2, 3, -3 ulps
+            up, dn = [a], [a]
+            for _ in range(3):
+                up.append(np.nextafter(up[-1], np.float32(np.inf)))
+                dn.append(np.nextafter(dn[-1], np.float32(-np.inf)))
+            return np.stack([a, up[1], dn[1], up[2], dn[2], up[3], dn[3]])
 
-        todo = np.arange(nch)             # the channels no candidate has passed yet
+        def full(pb, pa, kk, kb):       # per channel: passes every step? and the first failing one
+            fine = (f32(pb, kk, kb) < yb) & (f32(pa, kk, kb) >= yb)
+            return fine.all(axis=0), np.argmin(fine, axis=0)
+
+        # per multiplier candidate (m0, then one ulp up, one down), the constant candidates in
+        # order; each channel takes the first that passes.  A channel that failed a candidate
+        # is tried first at the step it failed (most fail the next one there too): only those
+        # passing that step are evaluated at every step
+        bad_row = None                  # per open channel: a step its last candidate failed at
+        todo = np.arange(nch)           # the open channels
         for dm in (0, 1, -1):
             mm = m0 if not dm else np.nextafter(m0, np.float32(dm * np.inf))
-            for dk in (0, 1, -1, 2, -2, 3, -3):
-                t = todo                    # only those are evaluated (most pass the first)
-                kk, kb = nudged(k0[t], dk), nudged(kb0[t], dk)
-                ok = np.all((f32(below[:, t], mm[t], kk, kb) < yb) | ~need_below[:, t], axis=0)
-                ok &= np.all((f32(at[:, t], mm[t], kk, kb) >= yb) | ~need_at[:, t], axis=0)
-                chosen_m[t[ok]] = mm[t][ok]
-                chosen_k[t[ok]] = kk[ok]
-                chosen_kb[t[ok]] = kb[ok]
-                done[t[ok]] = True
-                todo = t[~ok]
-                if not len(todo):
-                    break
+            t = todo
+            whole = len(t) == nch       # all channels: no copies of the step tables
+            bt, at_, mt = (below, at, mm) if whole else (below[:, t], at[:, t], mm[t])
+            # the products, as _f32_all rounds them; where no accumulator lies below (at) a
+            # step, -inf (+inf) instead: compared as passing
+            pb = np.where(need_below if whole else need_below[:, t], bt * mt, -np.inf).astype(np.float32)
+            pa = np.where(need_at if whole else need_at[:, t], at_ * mt, np.inf).astype(np.float32)
+            kks, kbs = nudged(k0[t]), nudged(kb0[t])
+            open_ = np.ones(len(t), bool)
+            js = range(7)
+            if bad_row is None:         # the first candidate on every channel: most pass it
+                ok, bad_row = full(pb, pa, kks[0], kbs[0])
+                chosen_m[t[ok]], chosen_k[t[ok]], chosen_kb[t[ok]] = mt[ok], kks[0][ok], kbs[0][ok]
+                open_ &= ~ok
+                js = range(1, 7)
+            if open_.any():
+                cols = np.arange(len(t))
+                quick = (f32(pb[bad_row, cols][None], kks, kbs) < yb[bad_row, 0]) & \
+                    (f32(pa[bad_row, cols][None], kks, kbs) >= yb[bad_row, 0])        # [7, open]
+                for j in js:
+                    idx = np.flatnonzero(open_ & quick[j])
+                    if not len(idx):
+                        continue
+                    ok, rows = full(pb[:, idx], pa[:, idx], kks[j, idx], kbs[j, idx])
+                    bad_row[idx] = rows
+                    won = idx[ok]
+                    chosen_m[t[won]], chosen_k[t[won]], chosen_kb[t[won]] = mt[won], kks[j, won], kbs[j, won]
+                    open_[won] = False
+            done[t[~open_]] = True
+            todo, bad_row = t[open_], bad_row[open_]
             if not len(todo):
                 break
         if not done.all():
