@@ -272,8 +272,8 @@ def test_conv_1x1_cast_block_by_block(stride):
 @pytest.mark.parametrize("windows", ["narrow only", "wide only", "narrow misses"])
 def test_prepare_f32_same_proof_whichever_window_finds_the_steps(monkeypatch, windows):
     """prepare_f32 looks for each exact output step in a narrow window around the line's guess
-    (moved up by one on the corrected negative side) and falls back to a wide window where the
-    narrow one misses a step.  The proof -- taken or not, the float32 constants, the channels
+    (moved up by one on the corrected negative side; its first two points without the correction)
+    and falls back to a wide window where the narrow one misses a step.  The proof -- taken or not, the float32 constants, the channels
     left to the exact fix-up -- is the same with the narrow window alone (it finds every step
     of these stages), the wide one alone, or a narrow one placed where it always misses."""
     def proofs(wins):
@@ -289,7 +289,7 @@ def test_prepare_f32_same_proof_whichever_window_finds_the_steps(monkeypatch, wi
 
     narrow, wide = Q._STEP_WINDOWS
     default = proofs((narrow, wide))
-    other = {"narrow only": (narrow,), "wide only": (wide,),
+    other = {"narrow only": (narrow, narrow), "wide only": (wide, wide),
              "narrow misses": (np.array([40.0, 41.0, 42.0]), wide)}[windows]
     assert proofs(other) == default
     assert sum(ok for ok, _, _ in default) >= 8 and sum(fix is not None for _, _, fix in default) >= 2

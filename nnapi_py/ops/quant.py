@@ -98,6 +98,32 @@ def quantize_multiplier(real):
     return q, e
 
 
+def quantize_multipliers(reals):
+    """quantize_multiplier over an array of reals >= 0: (q, shift) as int64 arrays, the same
+    values (frexp, then the mantissa times 2**31 rounded half up; 2**31 carried into the
+    exponent; a real below 2**-32 or 0 gives (0, 0)).  Non-finite reals go through the scalar
+    function (which refuses them as before)."""
+    r = np.asarray(reals, np.float64)
+    if not np.all(np.isfinite(r)):
+        pairs = [quantize_multiplier(float(v)) for v in r.ravel()]
+        return (np.array([p[0] for p in pairs], np.int64).reshape(r.shape),
+                np.array([p[1] for p in pairs], np.int64).reshape(r.shape))
+    m, e = np.frexp(r)
+    q = np.floor(m * float(1 << 31) + 0.5).astype(np.int64)
+    top = q == (1 << 31)
+    q = np.where(top, q >> 1, q)
+    e = np.where(top, e + 1, e).astype(np.int64)
+    zero = (r == 0.0) | (e < -31)
+    return np.where(zero, 0, q), np.where(zero, 0, e)
+
+
+def _exact_ints(a, bound):
+    """a (integer array) as int64 when every value derived from it stays below 2**62 in
+    magnitude (|a| <= bound / 2**31 ...: the caller's bound), else as Python ints (an object
+    array: exact, slower) -- the per-channel constants of OutputStage."""
+    return a.astype(np.int64) if bound < (1 << 62) else a.astype(object)
+
+
 def _srdhm(a, q):
     """SaturatingRoundingDoublingHighMul of an int64 array (int32 range) by int q."""
     ab = a * np.int64(q)
@@ -263,7 +289,8 @@ _SMALL_STEPS = 1 << 15   # ... with at most this many steps (8-bit outputs, <= 1
 
 # prepare_f32's windows around the line's guess of each step: the narrow one finds every step
 # of the corpus's models (the guess is exact, or 1-2 low on the corrected side, which the guess
-# adds); the wide one is taken only where the narrow one misses a step
+# adds; without the correction its first two points); the wide one is taken only where the
+# narrow one misses a step
 _STEP_WINDOWS = (np.arange(-1, 2, dtype=np.float64), np.arange(-4, 5, dtype=np.float64))
 _PROBE_CHANNELS = 64            # prepare_f32 on stages of more channels: a sample of this many first
 
@@ -296,13 +323,11 @@ class OutputStage:
         bias = None if bias is None else np.atleast_1d(np.asarray(bias, np.int64))
         nch = max(len(reals), 1 if bias is None else len(bias))
         reals = np.broadcast_to(reals, (nch,))
-        bias_l = [0] * nch if bias is None else [int(v) for v in np.broadcast_to(bias, (nch,))]
-        q, left, right = [], [], []
-        for r in reals:
-            qq, s = quantize_multiplier(float(r))
-            q.append(int(qq))
-            left.append(max(s, 0))
-            right.append(max(-s, 0))
+        bias_a = np.zeros(nch, np.int64) if bias is None else np.array(np.broadcast_to(bias, (nch,)))
+        q_a, s_a = quantize_multipliers(reals)
+        left_a, right_a = np.maximum(s_a, 0), np.maximum(-s_a, 0)
+        q, left, right = q_a.tolist(), left_a.tolist(), right_a.tolist()
+        bias_l = bias_a.tolist()
         self.lo, self.hi, self.zp = int(lo), int(hi), int(zp)
         self._tiles = {}
         amax = (1 << 31) if acc_bound is None else int(acc_bound) + 1
@@ -310,16 +335,20 @@ class OutputStage:
         self._steps = None          # the step table of small calls (_small), made at the third
         self._calls = 0
         self._reals = np.array(reals, np.float64)      # for the step table's first guesses
-        self._bias = np.array(bias_l, np.float64)
+        self._bias = bias_a.astype(np.float64)
         self.f32 = None             # prepare_f32: float32 (multiplier, constant) proven exact
         self.f32_fix = None         # (channels, their exact stage) the float32 pass leaves wrong
         # the real line each channel's rounding follows (no left shift): out ~ floor(acc m + k)
-        # (and 2**-e, the negative side's correction, per channel)
-        self._line = None if any(left) else (
-            np.array([qq / 2.0 ** (31 + e) for qq, e in zip(q, right)]),
-            np.array([b * qq / 2.0 ** (31 + e) + 0.5 + (2.0 ** -(1 + e) if e else 0.0) + self.zp
-                      for b, qq, e in zip(bias_l, q, right)]),
-            np.array([2.0 ** -e if e else 0.0 for e in right]))
+        # (and 2**-e, the negative side's correction, per channel); b q exact (int64 or Python
+        # ints), rounded once to float64, divided by a power of two (exact)
+        bq = _exact_ints(bias_a, int(np.max(np.abs(bias_a), initial=0)) << 31) * _exact_ints(q_a, 0)
+        self._bq = bq
+        scale = np.ldexp(1.0, -(31 + right_a))
+        self._line = None if left_a.any() else (
+            q_a * scale,
+            np.asarray(bq, np.float64) * scale + 0.5 + np.where(right_a > 0, np.ldexp(1.0, -(1 + right_a)), 0.0)
+            + self.zp,
+            np.where(right_a > 0, np.ldexp(1.0, -right_a), 0.0))
         if self._try_float(q, left, right, bias_l):
             return
         if not self._try_int64(q, left, right, bias_l, amax):
@@ -396,35 +425,42 @@ class OutputStage:
         # whose floor is kept, [lo + off, hi + off + 1)
         offs = (0, 128) if -128 <= self.lo and self.hi <= 127 else (0,)
         vmax = max(max(abs(self.lo + off), abs(self.hi + off) + 1) for off in offs)
-        mf, kf, dl = [], [], []
-        for c in range(len(q)):
-            e = right[c]
-            s = 31 + e
+        # per channel, exact integers (int64; Python ints where a bias is beyond int32):
+        # k = b q + 2**30 + [e>0] 2**(30+e), S = 31 + e, R = 2**(53-S)
+        e = np.asarray(right, np.int64)
+        q_a = np.asarray(q, np.int64)
+        S = 31 + e
+        bq = self._bq
+        k = bq + (1 << 30) + np.where(e > 0, np.left_shift(np.ones(e.shape, bq.dtype), (30 + e).astype(bq.dtype)), 0)
+        ak = np.abs(k)
+        exact = ak < (1 << 53)
+        for off in offs:                # |k| + |zp + off| 2**S < 2**53
+            t = abs(self.zp + off)
+            if t:
+                exact &= (S < 53) & ((np.left_shift(t, np.minimum(S, 52)) < (1 << 53) - ak))
+        r = np.ldexp(1.0, 53 - S)
+        kS = np.asarray(k, np.float64) * np.ldexp(1.0, -S)                # k / 2**S
+        far = r - np.max([np.abs(kS + self.zp + off) for off in offs], axis=0) >= vmax
+        ok = exact & (r >= vmax) & ((amax * q_a < (1 << 53)) | far)
+        mf = np.where(ok, q_a * np.ldexp(1.0, -S), 0.0)  # exact: a 31-bit integer times a power of two
+        kf = kS + self.zp                                  # exact where ok: |k| + |zp| 2**S < 2**53
+        dl = np.where(ok & (e > 0), np.ldexp(1.0, -e), 0.0)
+        for c in np.flatnonzero(~ok):
             b = bias_l[c]
-            k = b * q[c] + (1 << 30) + ((1 << (30 + e)) if e > 0 else 0)
-            r = 2.0 ** (53 - s)
-            if all(abs(k) + abs(self.zp + off) * (1 << s) < (1 << 53) for off in offs) and r >= vmax and (
-                    amax * q[c] < (1 << 53) or r - max(abs(k / 2.0 ** s + self.zp + off) for off in offs) >= vmax):
-                mf.append(q[c] / 2.0 ** s)        # exact: a 31-bit integer times a power of two
-                kf.append(k / 2.0 ** s + self.zp)  # exact: |k| + |zp| 2**S < 2**53
-                dl.append(2.0 ** -e if e > 0 else 0.0)
-                continue
             if not INT32_MIN <= b - amax <= b + amax <= INT32_MAX:
                 return False
-            ends = multiply_by_quantized_multiplier(np.array([b - amax, b + amax]), q[c], -e) + self.zp
+            ends = multiply_by_quantized_multiplier(np.array([b - amax, b + amax]), q[c], -right[c]) + self.zp
             low, high = (min(max(int(v), self.lo), self.hi) for v in ends)
             if low != high:
                 return False
-            mf.append(0.0)                      # constant: z = c + 1/2 for every accumulator
-            kf.append(low + 0.5)
-            dl.append(0.0)
+            kf[c] = low + 0.5                   # constant: z = c + 1/2 for every accumulator
         self.mode = "float"
 
         def arr(v):
-            return np.float64(v[0]) if all(x == v[0] for x in v) else np.asarray(v, np.float64)
+            return np.float64(v[0]) if np.all(v == v[0]) else np.asarray(v, np.float64)
         self.q, self.K, self.corr = arr(mf), arr(kf), arr(dl)
         self.thr = np.float64(self.zp + 0.5)
-        self.need_neg = self.lo < self.zp and any(dl)
+        self.need_neg = self.lo < self.zp and bool(np.any(dl))
         self.nvec = max((len(a) for a in (self.q, self.K, self.corr) if isinstance(a, np.ndarray)),
                         default=0)
         return True
@@ -559,7 +595,10 @@ class OutputStage:
         guess = np.clip(np.ceil((y - K) / q), -amax - 8, amax + 8)                  # [n, nch]
         if neg:                 # the corrected side's steps lie 1 or 2 above the line's
             guess += y <= self.zp
-        for offsets in _STEP_WINDOWS:       # a narrow window first, a wide one where it misses
+        narrow, wide = _STEP_WINDOWS
+        # a narrow window first (without the correction the guess is the step itself: two
+        # points), a wide one where it misses
+        for offsets in ((narrow if neg else narrow[:2]), wide):
             win = guess[None] + offsets[:, None, None]                              # [w, n, nch]
             np.clip(win, -amax, amax, out=win)
             ref = np.empty(win.shape, np.int64)
@@ -627,8 +666,8 @@ class OutputStage:
             bt, at_, mt = (below, at, mm) if whole else (below[:, t], at[:, t], mm[t])
             # the products, as _f32_all rounds them; where no accumulator lies below (at) a
             # step, -inf (+inf) instead: compared as passing
-            pb = np.where(need_below if whole else need_below[:, t], bt * mt, -np.inf).astype(np.float32)
-            pa = np.where(need_at if whole else need_at[:, t], at_ * mt, np.inf).astype(np.float32)
+            pb = np.where(need_below if whole else need_below[:, t], bt * mt, np.float32(-np.inf))
+            pa = np.where(need_at if whole else need_at[:, t], at_ * mt, np.float32(np.inf))
             kks, kbs = nudged(k0[t]), nudged(kb0[t])
             open_ = np.ones(len(t), bool)
             js = range(7)
