@@ -318,3 +318,39 @@ def test_prepare_f32_nudged_constants_are_exact():
         acc = near[: (near.shape[0] // 4) * 4]
         np.testing.assert_array_equal(fast(st, acc, np.int8), exact(st, acc, np.int8))
     assert taken >= 10 and nudged >= 5
+
+
+def test_quantize_multipliers_equal_the_scalar_function():
+    """The array form of quantize_multiplier (OutputStage's per-channel multipliers) gives the
+    scalar function's (q, shift) everywhere: zero, below 2**-32 (zero), mantissas that round
+    up to 2**31 (carried into the shift), powers of two, random reals over 20 decades."""
+    edge = [0.0, 2.0 ** -40, 2.0 ** -32, 2.0 ** -31.5, 2.0 ** -31, 1.0 - 2.0 ** -34, 0.5 - 2.0 ** -35,
+            1.0, 0.5, 0.25 * (1 + 2.0 ** -31), 3.0, 1e6]
+    reals = np.concatenate([edge, 10 ** rng.uniform(-12, 8, 4000)])
+    q, shift = Q.quantize_multipliers(reals)
+    want = [quantize_multiplier(float(r)) for r in reals]
+    assert [(int(a), int(b)) for a, b in zip(q, shift)] == want
+    with pytest.raises((OverflowError, ValueError)):
+        Q.quantize_multipliers(np.array([0.1, np.inf]))
+
+
+def test_output_stage_large_biases_against_the_scalar_reference():
+    """Biases up to 2**30 make b q reach 2**61, beyond float64's exact range: channel by
+    channel the stage's conditions (exact float64 constants, constant channels, else the int64
+    or general evaluation) must still give the scalar reference's outputs (Python ints)."""
+    modes = set()
+    for trial in range(60):
+        nch = 5
+        reals = 10 ** rng.uniform(-7, -0.5, nch)
+        bias = rng.integers(-(1 << 30), 1 << 30, nch) // (1 << int(rng.integers(0, 28)))
+        zp = int(rng.integers(-128, 128))
+        lo, hi = (-128, 127) if trial % 2 else (max(zp, -128), 127)
+        st = Q.OutputStage(reals, zp, lo, hi, bias=bias, acc_bound=1 << 20)
+        modes.add(st.mode)
+        acc = rng.integers(-(1 << 20), 1 << 20, (16, nch))
+        got = np.empty(acc.shape, np.int64)
+        st(acc.astype(np.float64), got)
+        for r in range(0, 16, 3):
+            for c in range(nch):
+                assert got[r, c] == scalar_ref(acc[r, c], bias[c], float(reals[c]), zp, lo, hi), (trial, r, c)
+    assert "float" in modes
