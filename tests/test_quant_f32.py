@@ -354,3 +354,30 @@ def test_output_stage_large_biases_against_the_scalar_reference():
             for c in range(nch):
                 assert got[r, c] == scalar_ref(acc[r, c], bias[c], float(reals[c]), zp, lo, hi), (trial, r, c)
     assert "float" in modes
+
+
+@pytest.mark.parametrize("h,o", [(3, 256), (4, 128), (5, 300), (3, 64)])
+def test_conv_few_patches_wide_filter(h, o):
+    """A quantized 1x1 convolution on a small map (9, 16 or 25 patches) with many output
+    channels: up to 16 patches by at least 128 channels, the product runs transposed
+    (conv._product); against the exact integer reference either way."""
+    import nnapi_py as nn
+    from nnapi_py import constants as C
+    from nnapi_py.ops import conv as CV
+    c = 200
+    x = rng.integers(0, 256, (1, h, h, c)).astype(np.uint8)
+    w = rng.integers(0, 256, (o, 1, 1, c)).astype(np.uint8)
+    b = rng.integers(-3000, 3000, o).astype(np.int32)
+    sx, sw_, so = 0.05, 0.01, 0.6
+    m = nn.Model()
+    xi = m.input("x", nn.quant8_asymm(sx, 90), x.shape)
+    wi = m.constant(w, nn.quant8_asymm(sw_, 120))
+    bi = m.constant(b, nn.OperandType(C.TENSOR_INT32, float(np.float32(sx) * np.float32(sw_)), 0))
+    y = m.op("CONV_2D", xi, wi, bi, 0, 0, 0, 0, 1, 1, 0, outputs=[(nn.quant8_asymm(so, 110), (1, h, h, o))])
+    m.output(y, "y")
+    got = m.compile().run({"x": x})["y"]
+    real = float(np.float32(sx) * np.float32(sw_)) / so
+    want = _conv_ref(x, w, b, 90, 120, real, 110, 0, 255)
+    np.testing.assert_array_equal(got, want)
+    assert len(np.unique(want)) > 30
+    assert (h * h <= CV._FEW_ROWS and o >= CV._WIDE_O) == (h * h <= 16 and o >= 128)
