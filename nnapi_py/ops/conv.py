@@ -396,7 +396,7 @@ def _product(cols, pk, out):
     (mat.T @ cols.T).T with the transposed filter kept: OpenBLAS repacks the whole filter for
     either form, but runs the few-row case faster with the filter as the first operand
     (in-process, alternating: FaceNet, whose 3x3-map layers have 9 patches by 192-1792
-    channels, 3.5-7.5 % faster a run; the exact integer sums are the same in any order).  Float
+    channels, 3.4-7.5 % faster a run; the exact integer sums are the same in any order).  Float
     filters keep one form (their sums' rounding follows the order)."""
     mat = pk.mat
     if cols.shape[0] <= _FEW_ROWS and mat.shape[1] >= _WIDE_O and pk.bound:

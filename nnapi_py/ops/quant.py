@@ -556,7 +556,7 @@ class OutputStage:
         reference evaluated at the guess and its neighbours, _STEP_WINDOWS) must give >= y and
         t_y - 1 < y (ends beyond +-amax: only the side inside).  2 (hi - lo) points per channel
         and candidate; a channel that failed a candidate is first tried at the step where it
-        failed (compilation: EfficientNet-Lite0's proofs 2.2-2.3 -> 1.1-1.5 s, the same stages
+        failed (compilation: EfficientNet-Lite0's proofs 1.9-2.4 -> 0.9-1.1 s, the same stages
         and constants).  Where the reference corrects its negative side (no activation, lo < zp:
         z < zp + 1/2 rounds z - 2**-e), the float32 form is clamp(u, zp, hi) + clamp(u - 2**-e,
         lo, zp) - zp (u = acc m + k; each clamp truncated; the sum of two non-decreasing terms).
