@@ -117,13 +117,6 @@ def quantize_multipliers(reals):
     return np.where(zero, 0, q), np.where(zero, 0, e)
 
 
-def _exact_ints(a, bound):
-    """a (integer array) as int64 when every value derived from it stays below 2**62 in
-    magnitude (|a| <= bound / 2**31 ...: the caller's bound), else as Python ints (an object
-    array: exact, slower) -- the per-channel constants of OutputStage."""
-    return a.astype(np.int64) if bound < (1 << 62) else a.astype(object)
-
-
 def _srdhm(a, q):
     """SaturatingRoundingDoublingHighMul of an int64 array (int32 range) by int q."""
     ab = a * np.int64(q)
@@ -339,17 +332,18 @@ class OutputStage:
         self.f32 = None             # prepare_f32: float32 (multiplier, constant) proven exact
         self.f32_fix = None         # (channels, their exact stage) the float32 pass leaves wrong
         # the real line each channel's rounding follows (no left shift): out ~ floor(acc m + k)
-        # (and 2**-e, the negative side's correction, per channel); b q exact (int64 or Python
-        # ints), rounded once to float64, divided by a power of two (exact)
-        bq = _exact_ints(bias_a, int(np.max(np.abs(bias_a), initial=0)) << 31) * _exact_ints(q_a, 0)
-        self._bq = bq
+        # (and 2**-e, the negative side's correction, per channel); b q exact (q < 2**31: int64
+        # for biases inside int32, else Python ints), rounded once to float64, divided by a
+        # power of two (exact)
+        wide = np.max(np.abs(bias_a), initial=0) >= (1 << 31)
+        bq = (bias_a.astype(object) if wide else bias_a) * q_a
         scale = np.ldexp(1.0, -(31 + right_a))
         self._line = None if left_a.any() else (
             q_a * scale,
             np.asarray(bq, np.float64) * scale + 0.5 + np.where(right_a > 0, np.ldexp(1.0, -(1 + right_a)), 0.0)
             + self.zp,
             np.where(right_a > 0, np.ldexp(1.0, -right_a), 0.0))
-        if self._try_float(q, left, right, bias_l):
+        if self._try_float(q_a, left_a, right_a, bias_l, bq):
             return
         if not self._try_int64(q, left, right, bias_l, amax):
             self.mode = "general"
@@ -394,7 +388,7 @@ class OutputStage:
                         default=0)
         return True
 
-    def _try_float(self, q, left, right, bias_l):
+    def _try_float(self, q_a, left_a, right_a, bias_l, bq):
         """float64 variant (5 passes instead of 8): with S = 31 + e,
             z = acc * (q 2**-S) + (bias q + 2**30 + [e>0] 2**(30+e)) 2**-S + zp,
             reference = floor(z - [e>0][z < zp + 1/2] 2**-e)   (then clamped);
@@ -417,7 +411,7 @@ class OutputStage:
                 sum lies beyond R - |K + off|: then R - |K + off| >= V is required too.
         This holds for any bias and accumulator with e <= 10, and up to e = 14 (a uint8
         output) where the accumulator bound or the constant allows."""
-        if any(left) or max(abs(self.lo), abs(self.hi)) >= (1 << 9) or abs(self.zp) >= (1 << 9):
+        if left_a.any() or max(abs(self.lo), abs(self.hi)) >= (1 << 9) or abs(self.zp) >= (1 << 9):
             return False
         amax = self.amax
         # the store offsets _float may use: 128 only for an int8 output, which a clamp range
@@ -425,13 +419,11 @@ class OutputStage:
         # whose floor is kept, [lo + off, hi + off + 1)
         offs = (0, 128) if -128 <= self.lo and self.hi <= 127 else (0,)
         vmax = max(max(abs(self.lo + off), abs(self.hi + off) + 1) for off in offs)
-        # per channel, exact integers (int64; Python ints where a bias is beyond int32):
-        # k = b q + 2**30 + [e>0] 2**(30+e), S = 31 + e, R = 2**(53-S)
-        e = np.asarray(right, np.int64)
-        q_a = np.asarray(q, np.int64)
+        # per channel, exact integers (int64, or Python ints as bq): k = b q + 2**30 + [e>0]
+        # 2**(30+e) (e <= 31), S = 31 + e, R = 2**(53-S)
+        e = right_a
         S = 31 + e
-        bq = self._bq
-        k = bq + (1 << 30) + np.where(e > 0, np.left_shift(np.ones(e.shape, bq.dtype), (30 + e).astype(bq.dtype)), 0)
+        k = bq + (1 << 30) + np.where(e > 0, np.left_shift(np.int64(1), 30 + e), 0)
         ak = np.abs(k)
         exact = ak < (1 << 53)
         for off in offs:                # |k| + |zp + off| 2**S < 2**53
@@ -449,7 +441,7 @@ class OutputStage:
             b = bias_l[c]
             if not INT32_MIN <= b - amax <= b + amax <= INT32_MAX:
                 return False
-            ends = multiply_by_quantized_multiplier(np.array([b - amax, b + amax]), q[c], -right[c]) + self.zp
+            ends = multiply_by_quantized_multiplier(np.array([b - amax, b + amax]), int(q_a[c]), -int(e[c])) + self.zp
             low, high = (min(max(int(v), self.lo), self.hi) for v in ends)
             if low != high:
                 return False
