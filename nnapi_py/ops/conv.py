@@ -451,14 +451,17 @@ class _StageCache:
         self.folded = False
         if packed.val is not None and bias_value is not None:
             pk = packed.val
-            self.const = qs.stage(bias_value, pk.bound)
             if one_pixel is not None:
+                self.const = qs.stage(bias_value, pk.bound)
                 self.one = Q.TableProduct.for_stage(pk.mat, zx, self.const, qs.out.dtype, one_pixel)
             raw = None if self.one is not None or xtype is None else self._folded_stage(pk, bias_value, zx, xtype)
             if raw is not None:
                 self.const, self.folded = raw, True
-            elif pk.dtype == np.float32:
-                self.const.prepare_f32(qs.out.dtype)
+            else:                       # the unfolded stage, made only where it is the one used
+                if self.const is None:
+                    self.const = qs.stage(bias_value, pk.bound)
+                if pk.dtype == np.float32:
+                    self.const.prepare_f32(qs.out.dtype)
             dims = qs.out.dims
             if self.one is None and dims is not None and all(dims):
                 self.const.prepare_small(int(np.prod(dims)))
