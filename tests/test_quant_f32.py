@@ -288,11 +288,17 @@ def test_prepare_f32_same_proof_whichever_window_finds_the_steps(monkeypatch, wi
         return res
 
     narrow, wide = Q._STEP_WINDOWS
-    default = proofs((narrow, wide))
     other = {"narrow only": (narrow, narrow), "wide only": (wide, wide),
              "narrow misses": (np.array([40.0, 41.0, 42.0]), wide)}[windows]
+    default = proofs((narrow, wide))
     assert proofs(other) == default
-    assert sum(ok for ok, _, _ in default) >= 8 and sum(fix is not None for _, _, fix in default) >= 2
+    assert sum(ok for ok, _, _ in default) >= 8
+    # without the second search (_search_constants) more channels are left to the fix-up:
+    # the same there too, with stages that have them
+    monkeypatch.setattr(Q, "_M_NUDGES", [])
+    first_only = proofs((narrow, wide))
+    assert proofs(other) == first_only
+    assert sum(ok for ok, _, _ in first_only) >= 8 and sum(fix is not None for _, _, fix in first_only) >= 2
 
 
 def test_prepare_f32_nudged_constants_are_exact():
@@ -381,3 +387,38 @@ def test_conv_few_patches_wide_filter(h, o):
     np.testing.assert_array_equal(got, want)
     assert len(np.unique(want)) > 30
     assert (h * h <= CV._FEW_ROWS and o >= CV._WIDE_O) == (h * h <= 16 and o >= 128)
+
+
+def test_prepare_f32_second_search_proves_more_and_stays_exact(monkeypatch):
+    """Channels that none of the 21 nudged candidates passes get the second search
+    (OutputStage._search_constants: the multiplier up to _M_ULPS ulps away, and for each the
+    least constant that passes every step at t_y, checked at every step): it proves some of
+    them -- fewer channels left to the exact fix-up, or a stage that keeps float32 at all --
+    and every stage proven gives the reference's outputs at every accumulator of its bound."""
+    amax = 1 << 16
+    acc = np.arange(-amax, amax + 1, dtype=np.int64)
+    acc = acc[: (len(acc) // 4) * 4]
+    rescued = 0
+    for seed in range(16):
+        r = np.random.default_rng(seed)
+        nch = 24
+        reals = 10 ** r.uniform(-3.0, -1.5, nch)
+        zp = int(r.integers(-20, 20))
+        lo = -128 if seed % 2 else zp                   # odd seeds: the corrected negative side
+        bias = r.integers(-60000, 60000, nch)
+
+        def left(st):                                   # channels not proven in float32
+            if not st.prepare_f32(np.int8):
+                return nch
+            return 0 if st.f32_fix is None else len(st.f32_fix[0])
+        monkeypatch.setattr(Q, "_M_NUDGES", [])
+        before = left(Q.OutputStage(reals, zp, lo, 127, bias=bias, acc_bound=amax - 1))
+        monkeypatch.undo()
+        st = Q.OutputStage(reals, zp, lo, 127, bias=bias, acc_bound=amax - 1)
+        after = left(st)
+        assert after <= before
+        rescued += before - after
+        if after < nch:
+            a = np.repeat(acc[:, None], nch, 1)
+            np.testing.assert_array_equal(fast(st, a, np.int8), exact(st, a, np.int8))
+    assert rescued >= 10

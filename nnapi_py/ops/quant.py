@@ -285,6 +285,14 @@ _SMALL_STEPS = 1 << 15   # ... with at most this many steps (8-bit outputs, <= 1
 # adds; without the correction its first two points); the wide one is taken only where the
 # narrow one misses a step
 _STEP_WINDOWS = (np.arange(-1, 2, dtype=np.float64), np.arange(-4, 5, dtype=np.float64))
+# prepare_f32's second search (OutputStage._search_constants): the multiplier nudged by 0, 1,
+# -1, ... _M_ULPS ulps (4: over the three quantized CNNs of the corpus, 16 proves a few more
+# channels for twice the compilation time); the constant's walk to the least one passing the
+# steps, at most _K_WALK ulps each way, over the _CRITICAL_ROWS steps that set it
+_M_ULPS = 4
+_M_NUDGES = [0] + [s * d for d in range(1, _M_ULPS + 1) for s in (1, -1)]
+_K_WALK = 8
+_CRITICAL_ROWS = 8
 _PROBE_CHANNELS = 64            # prepare_f32 on stages of more channels: a sample of this many first
 
 
@@ -552,8 +560,11 @@ class OutputStage:
         and constants).  Where the reference corrects its negative side (no activation, lo < zp:
         z < zp + 1/2 rounds z - 2**-e), the float32 form is clamp(u, zp, hi) + clamp(u - 2**-e,
         lo, zp) - zp (u = acc m + k; each clamp truncated; the sum of two non-decreasing terms).
-        It holds when float32's rounding of acc * m stays well inside one step (multipliers
-        not much below 0.01); otherwise the float64 evaluation stays."""
+        Channels that none of the 21 candidates passes get a second search
+        (_search_constants: the multiplier up to _M_ULPS ulps away, and for each the one
+        constant that can pass, found exactly); the last few are evaluated exactly after the
+        float32 pass (f32_fix).  It holds when float32's rounding of acc * m stays well inside
+        one step (multipliers not much below 0.01); otherwise the float64 evaluation stays."""
         if self._line is None or self.amax > _EXACT_F32 or self.f32 is not None:
             return bool(self.f32)
         self.f32 = False
@@ -686,6 +697,12 @@ class OutputStage:
             if not len(todo):
                 break
         if not done.all():
+            with np.errstate(invalid="ignore", over="ignore"):
+                won, cm, ck, ckb = self._search_constants(np.flatnonzero(~done), m0, k0, kb0, below, at, need_below,
+                                                          need_at, y, off_f, neg, f32)
+            chosen_m[won], chosen_k[won], chosen_kb[won] = cm, ck, ckb
+            done[won] = True
+        if not done.all():
             # a few channels where float32 cannot follow the reference's steps (a small
             # multiplier puts some step within float32's rounding of acc * m): the float32
             # pass runs on all channels and those are evaluated again exactly and overwritten
@@ -699,6 +716,71 @@ class OutputStage:
             return v[0] if np.all(v == v[0]) else v
         self.f32 = (arr(chosen_m), arr(chosen_k), arr(chosen_kb) if neg else None)
         return True
+
+    def _search_constants(self, todo, m0, k0, kb0, below, at, need_below, need_at, y, off_f, neg, f32):
+        """prepare_f32's second search, for the channels todo that no nudged candidate passed:
+        the multiplier m0 nudged by up to _M_ULPS ulps each way, and for each the exact
+        constant.  The float32 value fl(p + fl(c + off)) is non-decreasing in the constant c,
+        so each step's condition at t_y (value >= y) holds for every c from a least one on,
+        and the condition at t_y - 1 (value < y) for every c below a bound: the least c of the
+        first kind over all steps is the one constant that can pass, if any does.  With the
+        negative side's correction the steps above zp depend on k alone and those at or
+        below it on kb alone (the other term is clamped to zp there), so each side has its
+        own least constant.  Each candidate is then checked at every step as the first search
+        checks it (f32).  Returns (channels found, their m, k, kb)."""
+        inf = np.float32(np.inf)
+        yb = y + off_f
+        upper = (y[:, 0] > self.zp) if neg else np.ones(len(y), bool)
+        sides = [(upper, 0)] + ([(~upper, 1)] if neg else [])
+        found = []
+        m_bits = m0.view(np.int32)
+        for dm in _M_NUDGES:
+            if not len(todo):
+                break
+            mm = (m_bits[todo] + np.int32(dm)).view(np.float32)      # m > 0: dm ulps away
+            pa = np.where(need_at[:, todo], at[:, todo] * mm, inf)
+            pb = np.where(need_below[:, todo], below[:, todo] * mm, -inf)
+            consts = [k0[todo].copy(), kb0[todo].copy()]
+            ok = np.ones(len(todo), bool)
+            for rows, side in sides:
+                if not rows.any():
+                    continue
+                # the least constant over a side's steps is set by the few steps where y - p is
+                # largest: the walk runs on those _CRITICAL_ROWS (per channel), the check of the
+                # constant found below on every step
+                p, yr = pa[rows], np.broadcast_to(yb[rows], pa[rows].shape)
+                if len(p) > _CRITICAL_ROWS:
+                    sel = np.argpartition(p - yr, _CRITICAL_ROWS, axis=0)[:_CRITICAL_ROWS]
+                    p, yr = np.take_along_axis(p, sel, 0), np.take_along_axis(yr, sel, 0)
+                c = (yr - p - off_f).astype(np.float32)          # about the least, then exact
+                c[~np.isfinite(c)] = -inf                        # no accumulator reaches this step
+                for _ in range(_K_WALK):                         # up until every step holds
+                    low = (p + (c + off_f)) < yr
+                    if not low.any():
+                        break
+                    c = np.where(low, np.nextafter(c, inf), c)
+                for _ in range(_K_WALK):                         # down while it still holds
+                    d = np.nextafter(c, -inf)
+                    still = (p + (d + off_f)) >= yr
+                    if not still.any():
+                        break
+                    c = np.where(still, d, c)
+                least = c.max(axis=0)
+                has = np.isfinite(least)
+                consts[side] = np.where(has, least, consts[side]).astype(np.float32)
+                ok &= ~np.any((pb[rows] + (consts[side] + off_f)) >= yb[rows], axis=0)
+            cand = np.flatnonzero(ok)
+            if len(cand):
+                kk, kb = consts[0][cand], consts[1][cand]
+                fine = (f32(pb[:, cand], kk, kb) < yb) & (f32(pa[:, cand], kk, kb) >= yb)
+                good = cand[fine.all(axis=0)]
+                if len(good):
+                    found.append((todo[good], mm[good], consts[0][good], consts[1][good]))
+                    todo = np.delete(todo, good)
+        if not found:
+            e = np.zeros(0, np.int64)
+            return e, np.zeros(0, np.float32), np.zeros(0, np.float32), np.zeros(0, np.float32)
+        return tuple(np.concatenate(a) for a in zip(*found))
 
     def consume(self, acc, out):
         """__call__ for an accumulator the caller gives up (its values may be overwritten):
