@@ -422,3 +422,54 @@ def test_prepare_f32_second_search_proves_more_and_stays_exact(monkeypatch):
             a = np.repeat(acc[:, None], nch, 1)
             np.testing.assert_array_equal(fast(st, a, np.int8), exact(st, a, np.int8))
     assert rescued >= 10
+
+
+def test_conv_prefers_the_stage_without_fix_up_to_the_folded_one(monkeypatch):
+    """Folding the input zero point into the bias (b - zx sum w) saves a pass centring the
+    input but makes the constants larger, and float32 rounds acc * m + k more coarsely there:
+    where the folded stage leaves channels to the exact fix-up and the unfolded one needs
+    none, a layer takes the unfolded one (conv._CLEAN_OVER_FOLDED).  Per-channel int8 1x1
+    convolutions (input zero point -128, multipliers down to 10**-3) give the exact reference
+    either way, and some layers switch."""
+    import nnapi_py as nn
+    from nnapi_py import constants as C
+    from nnapi_py.ops import conv as CV
+    chosen = []
+    orig = CV._StageCache.__init__
+
+    def spy(self, *a, **kw):
+        orig(self, *a, **kw)
+        if self.const is not None:
+            chosen.append((self.folded, self.const.f32_fix is not None))
+    monkeypatch.setattr(CV._StageCache, "__init__", spy)
+    switched = 0
+    for seed in range(8):
+        r = np.random.default_rng(100 + seed)
+        h, c, o = 12, 64, 48
+        x = r.integers(-128, 128, (1, h, h, c)).astype(np.int8)
+        w = r.integers(-127, 128, (o, 1, 1, c)).astype(np.int8)
+        sx, so = 0.05, 0.4
+        scales = (10 ** r.uniform(-3.0, -1.8, o) * so / sx).astype(np.float32)
+        b = r.integers(-20000, 20000, o).astype(np.int32)
+        outs = {}
+        for clean in (False, True):
+            monkeypatch.setattr(CV, "_CLEAN_OVER_FOLDED", clean)
+            chosen.clear()
+            m = nn.Model()
+            xi = m.input("x", nn.quant8_asymm_signed(sx, -128), x.shape)
+            wi = m.constant(w, nn.quant8_symm_per_channel(scales, 0))
+            bi = m.constant(b, nn.OperandType(C.TENSOR_INT32, 0.0, 0))
+            y = m.op("CONV_2D", xi, wi, bi, 0, 0, 0, 0, 1, 1, 0,
+                     outputs=[(nn.quant8_asymm_signed(so, -3), (1, h, h, o))])
+            m.output(y, "y")
+            outs[clean] = (m.compile().run({"x": x})["y"], list(chosen))
+        (a, pa), (b_, pb) = outs[False], outs[True]
+        np.testing.assert_array_equal(a, b_)
+        reals = (np.float32(sx) * scales).astype(np.float64) / float(np.float32(so))
+        want = np.empty_like(a)
+        for k in range(o):
+            want[..., k] = _conv_ref(x.astype(np.int64), w[k:k + 1].astype(np.int64), b[k:k + 1], -128, 0,
+                                     float(reals[k]), -3, -128, 127)[..., 0]
+        np.testing.assert_array_equal(b_, want)
+        switched += any(f and fix for f, fix in pa) and not any(f and fix for f, fix in pb)
+    assert switched >= 1
