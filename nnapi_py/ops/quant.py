@@ -729,58 +729,57 @@ class OutputStage:
         own least constant.  Each candidate is then checked at every step as the first search
         checks it (f32).  Returns (channels found, their m, k, kb)."""
         inf = np.float32(np.inf)
-        yb = y + off_f
+        yb = y + off_f                                       # [n, 1]
         upper = (y[:, 0] > self.zp) if neg else np.ones(len(y), bool)
         sides = [(upper, 0)] + ([(~upper, 1)] if neg else [])
-        found = []
-        m_bits = m0.view(np.int32)
-        for dm in _M_NUDGES:
-            if not len(todo):
-                break
-            mm = (m_bits[todo] + np.int32(dm)).view(np.float32)      # m > 0: dm ulps away
-            pa = np.where(need_at[:, todo], at[:, todo] * mm, inf)
-            pb = np.where(need_below[:, todo], below[:, todo] * mm, -inf)
-            consts = [k0[todo].copy(), kb0[todo].copy()]
-            ok = np.ones(len(todo), bool)
-            for rows, side in sides:
-                if not rows.any():
-                    continue
-                # the least constant over a side's steps is set by the few steps where y - p is
-                # largest: the walk runs on those _CRITICAL_ROWS (per channel), the check of the
-                # constant found below on every step
-                p, yr = pa[rows], np.broadcast_to(yb[rows], pa[rows].shape)
-                if len(p) > _CRITICAL_ROWS:
-                    sel = np.argpartition(p - yr, _CRITICAL_ROWS, axis=0)[:_CRITICAL_ROWS]
-                    p, yr = np.take_along_axis(p, sel, 0), np.take_along_axis(yr, sel, 0)
-                c = (yr - p - off_f).astype(np.float32)          # about the least, then exact
-                c[~np.isfinite(c)] = -inf                        # no accumulator reaches this step
-                for _ in range(_K_WALK):                         # up until every step holds
-                    low = (p + (c + off_f)) < yr
-                    if not low.any():
-                        break
-                    c = np.where(low, np.nextafter(c, inf), c)
-                for _ in range(_K_WALK):                         # down while it still holds
-                    d = np.nextafter(c, -inf)
-                    still = (p + (d + off_f)) >= yr
-                    if not still.any():
-                        break
-                    c = np.where(still, d, c)
-                least = c.max(axis=0)
-                has = np.isfinite(least)
-                consts[side] = np.where(has, least, consts[side]).astype(np.float32)
-                ok &= ~np.any((pb[rows] + (consts[side] + off_f)) >= yb[rows], axis=0)
-            cand = np.flatnonzero(ok)
-            if len(cand):
-                kk, kb = consts[0][cand], consts[1][cand]
-                fine = (f32(pb[:, cand], kk, kb) < yb) & (f32(pa[:, cand], kk, kb) >= yb)
-                good = cand[fine.all(axis=0)]
-                if len(good):
-                    found.append((todo[good], mm[good], consts[0][good], consts[1][good]))
-                    todo = np.delete(todo, good)
-        if not found:
-            e = np.zeros(0, np.int64)
-            return e, np.zeros(0, np.float32), np.zeros(0, np.float32), np.zeros(0, np.float32)
-        return tuple(np.concatenate(a) for a in zip(*found))
+        # every multiplier candidate at once: [D, steps, channels] (D = len(_M_NUDGES))
+        dms = np.asarray(_M_NUDGES, np.int32)
+        mm = (m0.view(np.int32)[todo][None] + dms[:, None]).view(np.float32)      # m > 0: ulps away
+        pa = np.where(need_at[:, todo][None], at[:, todo][None] * mm[:, None], inf)
+        pb = np.where(need_below[:, todo][None], below[:, todo][None] * mm[:, None], -inf)
+        shape = (len(dms), len(todo))
+        consts = [np.broadcast_to(k0[todo], shape).copy(), np.broadcast_to(kb0[todo], shape).copy()]
+        ok = np.ones(shape, bool)
+        for rows, side in sides:
+            if not rows.any():
+                continue
+            # the least constant over a side's steps is set by the few steps where y - p is
+            # largest: the walk runs on those _CRITICAL_ROWS (per candidate), the check of the
+            # constant found on every step
+            p = pa[:, rows]
+            yr = np.broadcast_to(yb[rows][None], p.shape)
+            if p.shape[1] > _CRITICAL_ROWS:
+                sel = np.argpartition(p - yr, _CRITICAL_ROWS, axis=1)[:, :_CRITICAL_ROWS]
+                p, yr = np.take_along_axis(p, sel, 1), np.take_along_axis(yr, sel, 1)
+            c = (yr - p - off_f).astype(np.float32)              # about the least, then exact
+            c[~np.isfinite(c)] = -inf                            # no accumulator reaches this step
+            for _ in range(_K_WALK):                             # up until every step holds
+                low = (p + (c + off_f)) < yr
+                if not low.any():
+                    break
+                c = np.where(low, np.nextafter(c, inf), c)
+            for _ in range(_K_WALK):                             # down while it still holds
+                d = np.nextafter(c, -inf)
+                still = (p + (d + off_f)) >= yr
+                if not still.any():
+                    break
+                c = np.where(still, d, c)
+            least = c.max(axis=1)
+            consts[side] = np.where(np.isfinite(least), least, consts[side]).astype(np.float32)
+            ok &= ~np.any((pb[:, rows] + (consts[side] + off_f)[:, None]) >= yb[rows][None], axis=1)
+        # each channel takes the first candidate (in _M_NUDGES order) that passes every step
+        di, ci = np.nonzero(ok)
+        if len(di):
+            kk, kb = consts[0][di, ci], consts[1][di, ci]
+            fine = ((f32(pb[di, :, ci].T, kk, kb) < yb) & (f32(pa[di, :, ci].T, kk, kb) >= yb)).all(axis=0)
+            passed = np.zeros(shape, bool)
+            passed[di[fine], ci[fine]] = True
+            has = passed.any(axis=0)
+            first = np.argmax(passed, axis=0)[has]
+            cols = np.flatnonzero(has)
+            return todo[cols], mm[first, cols], consts[0][first, cols], consts[1][first, cols]
+        e = np.zeros(0, np.float32)
+        return np.zeros(0, np.int64), e, e, e
 
     def consume(self, acc, out):
         """__call__ for an accumulator the caller gives up (its values may be overwritten):
