@@ -46,6 +46,7 @@ _RUN_MAX = 256
 _FEW_ROWS = 16                  # _product: quantized GEMMs of at most this many patches ...
 _WIDE_O = 128                   # ... by at least this many output channels run transposed
 _CLEAN_OVER_FOLDED = True
+_CLEAN_TRY_SHARE = 96
 _SMALL_PREP = 4096              # 1x1 outputs of at most this many values: one GEMM, no row blocks
 
 
@@ -456,10 +457,14 @@ class _StageCache:
                 self.const = qs.stage(bias_value, pk.bound)
                 self.one = Q.TableProduct.for_stage(pk.mat, zx, self.const, qs.out.dtype, one_pixel)
             raw = None if self.one is not None or xtype is None else self._folded_stage(pk, bias_value, zx, xtype)
-            if raw is not None and raw.f32_fix is not None and _CLEAN_OVER_FOLDED:
+            if raw is not None and raw.f32_fix is not None and _CLEAN_OVER_FOLDED \
+                    and len(raw.f32_fix[0]) * _CLEAN_TRY_SHARE <= raw.nch:
                 # the folded bias (b - zx sum w: larger, so float32 rounds acc * m + k more
                 # coarsely) leaves channels to the exact fix-up: the unfolded stage, where it
-                # needs none, costs one pass centring the input instead
+                # needs none, costs one pass centring the input instead.  Tried only where
+                # the fix-up has at most one channel in _CLEAN_TRY_SHARE (over the corpus's
+                # quantized CNNs the unfolded stage came out clean only there: a compilation
+                # cost, not a result, decision)
                 plain = qs.stage(bias_value, pk.bound)
                 if plain.prepare_f32(qs.out.dtype) and plain.f32_fix is None:
                     self.const, raw = plain, None
