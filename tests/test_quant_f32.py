@@ -430,7 +430,7 @@ def test_conv_prefers_the_stage_without_fix_up_to_the_folded_one(monkeypatch):
     where the folded stage leaves channels to the exact fix-up and the unfolded one needs
     none, a layer takes the unfolded one (conv._CLEAN_OVER_FOLDED; tried where at most one
     channel in conv._CLEAN_TRY_SHARE is left to the fix-up).  Per-channel int8 1x1 convolutions
-    (input zero point -128, 192 channels, one with a smaller multiplier) give the exact
+    (input zero point -128, 192 channels, one with a smaller multiplier, ReLU) give the exact
     reference either way, and some layers switch."""
     import nnapi_py as nn
     from nnapi_py import constants as C
@@ -461,7 +461,7 @@ def test_conv_prefers_the_stage_without_fix_up_to_the_folded_one(monkeypatch):
             xi = m.input("x", nn.quant8_asymm_signed(sx, -128), x.shape)
             wi = m.constant(w, nn.quant8_symm_per_channel(scales, 0))
             bi = m.constant(b, nn.OperandType(C.TENSOR_INT32, 0.0, 0))
-            y = m.op("CONV_2D", xi, wi, bi, 0, 0, 0, 0, 1, 1, 0,
+            y = m.op("CONV_2D", xi, wi, bi, 0, 0, 0, 0, 1, 1, 1,
                      outputs=[(nn.quant8_asymm_signed(so, -3), (1, h, h, o))])
             m.output(y, "y")
             outs[clean] = (m.compile().run({"x": x})["y"], list(chosen))
@@ -471,7 +471,44 @@ def test_conv_prefers_the_stage_without_fix_up_to_the_folded_one(monkeypatch):
         want = np.empty_like(a)
         for k in range(o):
             want[..., k] = _conv_ref(x.astype(np.int64), w[k:k + 1].astype(np.int64), b[k:k + 1], -128, 0,
-                                     float(reals[k]), -3, -128, 127)[..., 0]
+                                     float(reals[k]), -3, -3, 127)[..., 0]
         np.testing.assert_array_equal(b_, want)
         switched += any(f and fix for f, fix in pa) and not any(f and fix for f, fix in pb)
     assert switched >= 2
+
+
+def test_f32_negative_side_in_one_scaled_term(monkeypatch):
+    """A layer without activation whose zero point lies inside its range (the reference rounds
+    z - 2**-e below zp + 1/2) takes the one-term form at 2**e times the scale
+    (OutputStage._f32_scaled: v = acc M + K, v -= [v < T], v *= 2**-e) where every 2**-e is at
+    least 2**-_NEG_MAX_E, else the two clamped terms: both give the reference's outputs at every
+    accumulator next to every step and at random ones, per tensor and per channel."""
+    taken = {True: 0, False: 0}
+    for seed in range(24):
+        r = np.random.default_rng(300 + seed)
+        nch = (1, 16)[seed % 2]
+        dt = (np.uint8, np.int8)[(seed // 2) % 2]
+        lo_t, hi_t = (0, 255) if dt == np.uint8 else (-128, 127)
+        zp = int(r.integers(lo_t + 20, hi_t - 20))
+        reals = 10 ** r.uniform(-2.5, -1.0, nch)
+        bias = r.integers(-30000, 30000, nch)
+        amax = int(r.integers(20000, 1 << 21))
+        for scaled in (True, False):
+            monkeypatch.setattr(Q, "_NEG_SCALED", scaled)
+            st = Q.OutputStage(reals, zp, lo_t, hi_t, bias=bias, acc_bound=amax - 1)
+            if not st.prepare_f32(dt):
+                continue
+            assert st.f32_scaled == scaled and st.f32[2] is not None
+            taken[scaled] += 1
+            y = np.arange(lo_t + 1, hi_t + 1)[:, None]
+            steps = np.ceil((y - zp) / reals - bias).astype(np.int64)
+            near = np.clip((steps[None] + np.arange(-3, 4)[:, None, None]).reshape(-1, nch), -amax, amax)
+            wide = r.integers(-amax, amax + 1, (4096, nch))
+            for acc in (near, wide):
+                acc = acc[: (acc.shape[0] // 4) * 4]
+                np.testing.assert_array_equal(fast(st, acc, dt), exact(st, acc, dt))
+    assert taken[True] >= 12 and taken[False] >= 12
+    # a correction below 2**-_NEG_MAX_E (a multiplier under about 2**-15) keeps the two terms
+    st = Q.OutputStage(2.0 ** -16.5, 3, -128, 127, bias=[0], acc_bound=(1 << 23))
+    if st.prepare_f32(np.int8):
+        assert not st.f32_scaled

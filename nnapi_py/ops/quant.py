@@ -292,6 +292,9 @@ _STEP_WINDOWS = (np.arange(-1, 2, dtype=np.float64), np.arange(-4, 5, dtype=np.f
 _M_ULPS = 4
 _M_NUDGES = [0] + [s * d for d in range(1, _M_ULPS + 1) for s in (1, -1)]
 _K_WALK = 8
+# the corrected negative side in one float32 term (prepare_f32, _f32_all) where 2**-e >= 2**-_NEG_MAX_E
+_NEG_SCALED = True
+_NEG_MAX_E = 14
 _CRITICAL_ROWS = 8
 _PROBE_CHANNELS = 64            # prepare_f32 on stages of more channels: a sample of this many first
 
@@ -339,6 +342,8 @@ class OutputStage:
         self._bias = bias_a.astype(np.float64)
         self.f32 = None             # prepare_f32: float32 (multiplier, constant) proven exact
         self.f32_fix = None         # (channels, their exact stage) the float32 pass leaves wrong
+        self.f32_scaled = False     # prepare_f32: the corrected negative side as one scaled term
+        self._tried_scaled = False
         # the real line each channel's rounding follows (no left shift): out ~ floor(acc m + k)
         # (and 2**-e, the negative side's correction, per channel); b q exact (q < 2**31: int64
         # for biases inside int32, else Python ints), rounded once to float64, divided by a
@@ -564,9 +569,31 @@ class OutputStage:
         (_search_constants: the multiplier up to _M_ULPS ulps away, and for each the one
         constant that can pass, found exactly); the last few are evaluated exactly after the
         float32 pass (f32_fix).  It holds when float32's rounding of acc * m stays well inside
-        one step (multipliers not much below 0.01); otherwise the float64 evaluation stays."""
+        one step (multipliers not much below 0.01); otherwise the float64 evaluation stays.
+        The corrected negative side is first proven in the one-term scaled form (_f32_scaled:
+        one constant k for both sides); where that leaves channels to the fix-up or fails, the
+        two-term form (its own kb for the lower side: one constant more to fit) is proven too
+        and the one with fewer channels left taken."""
         if self._line is None or self.amax > _EXACT_F32 or self.f32 is not None:
             return bool(self.f32)
+        ok = self._prove_f32(out_dtype, _NEG_SCALED)
+        if not self._tried_scaled or (ok and self.f32_fix is None):
+            return ok
+        first = (ok, self.f32, self.f32_fix, self.f32_scaled)
+        self.f32, self.f32_fix, self.f32_scaled = None, None, False
+        ok2 = self._prove_f32(out_dtype, False)
+
+        def left(okx, fix):
+            return self.nch + 1 if not okx else (0 if fix is None else len(fix[0]))
+        if left(ok2, self.f32_fix) < left(first[0], first[2]):
+            return ok2
+        ok, self.f32, self.f32_fix, self.f32_scaled = first
+        return ok
+
+    def _prove_f32(self, out_dtype, scaled_ok):
+        """prepare_f32's proof, the corrected negative side in the scaled one-term form where
+        scaled_ok (and every 2**-e allows it: self._tried_scaled), else in two terms."""
+        self._tried_scaled = False
         self.f32 = False
         dt = np.dtype(out_dtype)
         if dt not in (np.dtype(np.uint8), np.dtype(np.int8)):
@@ -626,11 +653,19 @@ class OutputStage:
         need_at = t <= amax                     # some accumulator reaches it
         lo_f, hi_f = np.float32(self.lo + off), np.float32(self.hi + off)
         yb = y + off
-        m0, k0, kb0 = q.astype(np.float32), K.astype(np.float32), (K - d).astype(np.float32)
+        # the corrected side as one term (_f32_all): u - 2**-e [u < zp + 1/2], computed at 2**e
+        # times the scale (exact: powers of two) so that the correction subtracts the
+        # comparison itself; kb then holds each channel's 2**-e (0: no correction).  Where
+        # some 2**e u could reach 2**23 (e > _NEG_MAX_E) the two-term form stays
+        scaled = neg and scaled_ok and bool(np.all(d[d > 0] >= 2.0 ** -_NEG_MAX_E))
+        self._tried_scaled = scaled
+        m0, k0 = q.astype(np.float32), K.astype(np.float32)
+        kb0 = d.astype(np.float32) if scaled else (K - d).astype(np.float32)
         chosen_m, chosen_k, chosen_kb = m0.copy(), k0.copy(), kb0.copy()
         done = np.zeros(nch, bool)
         zp_f = np.float32(self.zp + off)
         off_f = np.float32(off)
+        thr_f = np.float32(self.zp + off + 0.5)
 
         def f32(p, kk, kb):
             """_f32_all's values at products p = acc * m (float32), as compared with the
@@ -640,6 +675,8 @@ class OutputStage:
             v = p + (kk + off_f)
             if not neg:
                 return v
+            if scaled:              # u - 2**-e where u < zp + 1/2: exact in float64
+                return v - np.where(v < thr_f, np.asarray(kb, np.float64), 0.0)
             w = p + (kb + off_f)
             clip_inplace(v, zp_f, hi_f)
             clip_inplace(w, lo_f, zp_f)
@@ -671,7 +708,8 @@ class OutputStage:
             # step, -inf (+inf) instead: compared as passing
             pb = np.where(need_below if whole else need_below[:, t], bt * mt, np.float32(-np.inf))
             pa = np.where(need_at if whole else need_at[:, t], at_ * mt, np.float32(np.inf))
-            kks, kbs = nudged(k0[t]), nudged(kb0[t])
+            kks = nudged(k0[t])
+            kbs = np.broadcast_to(kb0[t], kks.shape) if scaled else nudged(kb0[t])
             open_ = np.ones(len(t), bool)
             js = range(7)
             if bad_row is None:         # the first candidate on every channel: most pass it
@@ -699,7 +737,7 @@ class OutputStage:
         if not done.all():
             with np.errstate(invalid="ignore", over="ignore"):
                 won, cm, ck, ckb = self._search_constants(np.flatnonzero(~done), m0, k0, kb0, below, at, need_below,
-                                                          need_at, y, off_f, neg, f32)
+                                                          need_at, y, off_f, neg, scaled, f32)
             chosen_m[won], chosen_k[won], chosen_kb[won] = cm, ck, ckb
             done[won] = True
         if not done.all():
@@ -715,23 +753,28 @@ class OutputStage:
         def arr(v):
             return v[0] if np.all(v == v[0]) else v
         self.f32 = (arr(chosen_m), arr(chosen_k), arr(chosen_kb) if neg else None)
+        self.f32_scaled = scaled
         return True
 
-    def _search_constants(self, todo, m0, k0, kb0, below, at, need_below, need_at, y, off_f, neg, f32):
+    def _search_constants(self, todo, m0, k0, kb0, below, at, need_below, need_at, y, off_f, neg, scaled, f32):
         """prepare_f32's second search, for the channels todo that no nudged candidate passed:
         the multiplier m0 nudged by up to _M_ULPS ulps each way, and for each the exact
         constant.  The float32 value fl(p + fl(c + off)) is non-decreasing in the constant c,
         so each step's condition at t_y (value >= y) holds for every c from a least one on,
         and the condition at t_y - 1 (value < y) for every c below a bound: the least c of the
         first kind over all steps is the one constant that can pass, if any does.  With the
-        negative side's correction the steps above zp depend on k alone and those at or
-        below it on kb alone (the other term is clamped to zp there), so each side has its
-        own least constant.  Each candidate is then checked at every step as the first search
+        negative side's correction in two terms the steps above zp depend on k alone and those
+        at or below it on kb alone (the other term is clamped to zp there), so each side has
+        its own least constant; in the scaled one-term form (scaled) both sides depend on k, a
+        step y at or below zp reached where u >= y + 2**-e.  Each candidate is then checked at every step as the first search
         checks it (f32).  Returns (channels found, their m, k, kb)."""
         inf = np.float32(np.inf)
         yb = y + off_f                                       # [n, 1]
-        upper = (y[:, 0] > self.zp) if neg else np.ones(len(y), bool)
-        sides = [(upper, 0)] + ([(~upper, 1)] if neg else [])
+        upper = (y[:, 0] > self.zp) if neg and not scaled else np.ones(len(y), bool)
+        sides = [(upper, 0)] + ([(~upper, 1)] if neg and not scaled else [])
+        ythr = np.broadcast_to(yb, (len(y), len(todo)))          # each step's threshold
+        if scaled:                                               # below zp: u >= y + 2**-e
+            ythr = ythr + np.where(y <= self.zp, kb0[todo][None].astype(np.float64), 0.0)
         # every multiplier candidate at once: [D, steps, channels] (D = len(_M_NUDGES))
         dms = np.asarray(_M_NUDGES, np.int32)
         mm = (m0.view(np.int32)[todo][None] + dms[:, None]).view(np.float32)      # m > 0: ulps away
@@ -747,7 +790,7 @@ class OutputStage:
             # largest: the walk runs on those _CRITICAL_ROWS (per candidate), the check of the
             # constant found on every step
             p = pa[:, rows]
-            yr = np.broadcast_to(yb[rows][None], p.shape)
+            yr = np.broadcast_to(ythr[rows][None], p.shape)
             if p.shape[1] > _CRITICAL_ROWS:
                 sel = np.argpartition(p - yr, _CRITICAL_ROWS, axis=1)[:, :_CRITICAL_ROWS]
                 p, yr = np.take_along_axis(p, sel, 1), np.take_along_axis(yr, sel, 1)
@@ -766,7 +809,7 @@ class OutputStage:
                 c = np.where(still, d, c)
             least = c.max(axis=1)
             consts[side] = np.where(np.isfinite(least), least, consts[side]).astype(np.float32)
-            ok &= ~np.any((pb[:, rows] + (consts[side] + off_f)[:, None]) >= yb[rows][None], axis=1)
+            ok &= ~np.any((pb[:, rows] + (consts[side] + off_f)[:, None]) >= ythr[rows][None], axis=1)
         # each channel takes the first candidate (in _M_NUDGES order) that passes every step
         di, ci = np.nonzero(ok)
         if len(di):
@@ -805,6 +848,8 @@ class OutputStage:
         self._f32_all(acc, out, f)
 
     def _f32_all(self, acc, out, f):
+        if f[2] is not None and self.f32_scaled:
+            return self._f32_scaled(acc, out, f)
         m, k, kb = f
         off = 128 if out.dtype == np.int8 else 0
         v = acc
@@ -834,6 +879,47 @@ class OutputStage:
             w8[...] = w
             b += w8.reshape(out.shape)      # uint8 wraps: the true sum - zp is in range
             b -= np.uint8((self.zp + off) & 0xFF)
+        if off:
+            b ^= 0x80
+
+    def _scaled_consts(self, f, off):
+        """(M, K, T, inv) of _f32_scaled: with s = 2**e per channel (1 where there is no
+        correction), M = m s, K = (k + off) s, T = (zp + off + 1/2) s (-inf: none), inv = 1/s;
+        every product by s exact (powers of two)."""
+        m, k, d = (np.asarray(a, np.float32) for a in f)
+        has = d > 0
+        sc = np.where(has, np.float32(1) / np.where(has, d, np.float32(1)), np.float32(1)).astype(np.float32)
+        kk = (k + np.float32(off)).astype(np.float32)
+        t = np.where(has, np.float32(self.zp + off + 0.5) * sc, np.float32(-np.inf)).astype(np.float32)
+
+        def one(a):
+            return a.reshape(()).item() if a.size == 1 else a
+        return (np.float32(one(m * sc)) if (m * sc).size == 1 else (m * sc).astype(np.float32),
+                np.float32(one(kk * sc)) if (kk * sc).size == 1 else (kk * sc).astype(np.float32),
+                np.float32(one(t)) if t.size == 1 else t,
+                np.float32(one(1 / sc)) if sc.size == 1 else (np.float32(1) / sc).astype(np.float32))
+
+    def _f32_scaled(self, acc, out, f):
+        """_f32_all for a stage whose negative side is corrected (prepare_f32, scaled): at
+        2**e times the scale, v = acc M + K, v -= [v < T] (the reference's z - 2**-e below
+        zp + 1/2, exact: v - 1 is a float32 there), v *= 2**-e, clamp, store: one term instead
+        of two clamped ones and their byte sum."""
+        off = 128 if out.dtype == np.int8 else 0
+        v = acc
+        tile = None
+        if any(isinstance(a, np.ndarray) for a in f):
+            tile = acc.shape[-2] if acc.ndim >= 3 and acc.shape[-2] > 1 else None
+            v = acc.reshape(-1, (tile or 1) * self.nch)
+        M, K, T, inv = self._tiled(("f32s", off), tile, lambda: self._scaled_consts(f, off))
+        np.multiply(v, M, out=v)
+        np.add(v, K, out=v)
+        below = _work(("f32s", np.bool_), v.shape)
+        np.less(v, T, out=below)
+        np.subtract(v, below, out=v)
+        np.multiply(v, inv, out=v)
+        clip_inplace(v, np.float32(self.lo + off), np.float32(self.hi + off))
+        b = out.view(np.uint8)
+        b[...] = v.reshape(out.shape)
         if off:
             b ^= 0x80
 
