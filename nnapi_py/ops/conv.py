@@ -45,8 +45,8 @@ _RUN_BYTES = 48                 # filter-row runs of 48..256 bytes: im2col copie
 _RUN_MAX = 256
 _FEW_ROWS = 16                  # _product: quantized GEMMs of at most this many patches ...
 _WIDE_O = 128                   # ... by at least this many output channels run transposed
-_CLEAN_OVER_FOLDED = True
-_CLEAN_TRY_SHARE = 96
+_CLEAN_OVER_FOLDED = True       # _StageCache: the unfolded stage where it needs no fix-up ...
+_CLEAN_TRY_SHARE = 96           # ... tried where the folded one leaves at most 1 channel in this many
 _SMALL_PREP = 4096              # 1x1 outputs of at most this many values: one GEMM, no row blocks
 
 

@@ -766,8 +766,9 @@ class OutputStage:
         negative side's correction in two terms the steps above zp depend on k alone and those
         at or below it on kb alone (the other term is clamped to zp there), so each side has
         its own least constant; in the scaled one-term form (scaled) both sides depend on k, a
-        step y at or below zp reached where u >= y + 2**-e.  Each candidate is then checked at every step as the first search
-        checks it (f32).  Returns (channels found, their m, k, kb)."""
+        step y at or below zp reached where u >= y + 2**-e.  Each candidate is then checked at
+        every step as the first search checks it (f32).  Returns (channels found, their m, k,
+        kb)."""
         inf = np.float32(np.inf)
         yb = y + off_f                                       # [n, 1]
         upper = (y[:, 0] > self.zp) if neg and not scaled else np.ones(len(y), bool)
@@ -886,18 +887,15 @@ class OutputStage:
         """(M, K, T, inv) of _f32_scaled: with s = 2**e per channel (1 where there is no
         correction), M = m s, K = (k + off) s, T = (zp + off + 1/2) s (-inf: none), inv = 1/s;
         every product by s exact (powers of two)."""
-        m, k, d = (np.asarray(a, np.float32) for a in f)
+        m, k, d = (np.asarray(a, np.float32) for a in f)        # 0-d where one for all channels
         has = d > 0
-        sc = np.where(has, np.float32(1) / np.where(has, d, np.float32(1)), np.float32(1)).astype(np.float32)
-        kk = (k + np.float32(off)).astype(np.float32)
-        t = np.where(has, np.float32(self.zp + off + 0.5) * sc, np.float32(-np.inf)).astype(np.float32)
+        sc = np.where(has, np.float32(1) / np.where(has, d, np.float32(1)), np.float32(1))
+        t = np.where(has, np.float32(self.zp + off + 0.5) * sc, -np.inf)
 
-        def one(a):
-            return a.reshape(()).item() if a.size == 1 else a
-        return (np.float32(one(m * sc)) if (m * sc).size == 1 else (m * sc).astype(np.float32),
-                np.float32(one(kk * sc)) if (kk * sc).size == 1 else (kk * sc).astype(np.float32),
-                np.float32(one(t)) if t.size == 1 else t,
-                np.float32(one(1 / sc)) if sc.size == 1 else (np.float32(1) / sc).astype(np.float32))
+        def f32(a):                             # a scalar stays a scalar, a vector a vector
+            a = np.asarray(a, np.float32)
+            return np.float32(a) if a.ndim == 0 else a
+        return f32(m * sc), f32((k + np.float32(off)) * sc), f32(t), f32(np.float32(1) / sc)
 
     def _f32_scaled(self, acc, out, f):
         """_f32_all for a stage whose negative side is corrected (prepare_f32, scaled): at
