@@ -1173,7 +1173,6 @@ def test_output_stage_float_mode_with_small_and_dead_channels(dtype):
     assert dead_seen >= 100
 
 
-
 def test_output_stage_takes_non_contiguous_accumulators():
     """Every mode gives the same numbers for a strided (non-C-ordered) accumulator as for its
     contiguous copy (the int64 mode's per-row tiling once worked on a copy of a strided input)."""

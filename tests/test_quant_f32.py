@@ -480,7 +480,7 @@ def test_conv_prefers_the_stage_without_fix_up_to_the_folded_one(monkeypatch):
 def test_f32_negative_side_in_one_scaled_term(monkeypatch):
     """A layer without activation whose zero point lies inside its range (the reference rounds
     z - 2**-e below zp + 1/2) takes the one-term form at 2**e times the scale
-    (OutputStage._f32_scaled: v = acc M + K, v -= [v < T], v *= 2**-e) where every 2**-e is at
+    (OutputStage._f32_all with _scaled_consts: v = acc M + K, v -= [v < T], v *= 2**-e) where every 2**-e is at
     least 2**-_NEG_MAX_E, else the two clamped terms: both give the reference's outputs at every
     accumulator next to every step and at random ones, per tensor and per channel."""
     taken = {True: 0, False: 0}

@@ -13,6 +13,7 @@ pytest.importorskip("tflite", reason="the tflite parser package is not installed
 import nnapi_py.tflite as T  # noqa: E402
 import tflite_writer as W  # noqa: E402
 from tflite_ref import reference  # noqa: E402
+import tflite_corpus  # noqa: E402
 
 F32, I32, BOOL = np.float32, np.int32, np.bool_
 
@@ -116,14 +117,9 @@ def test_while_becomes_nnapi_while(tmp_path, counter_shape):
     check(m, path, [np.random.default_rng(1).uniform(-1, 1, (1, 4)).astype(F32)])
 
 
-def corpus_model(name):
-    import tflite_corpus
-    return tflite_corpus.model_or_skip(name)
-
-
 def test_real_wake_word_model_runs_its_if_on_nnapi():
     """openWakeWord's hey_jarvis: the classifier's second stage sits in an IF (two subgraphs)."""
-    path = corpus_model("oww_hey_jarvis")
+    path = tflite_corpus.model_or_skip("oww_hey_jarvis")
     m = T.load(path)
     [d] = nodes(m, "IF")
     assert d.kind == "nnapi" and "then: subgraph 2, 26 operation(s)" in d.text, d.text
@@ -176,8 +172,7 @@ def test_real_vad_runs_its_while_on_nnapi(tmp_path):
     """Mycroft Precise's VAD: a GRU written as a WHILE over 29 time steps (four loop values, the
     input sequence input-only) with hybrid int8 weights, the whole model one NNAPI partition;
     equal to LiteRT on the model with its weights dequantized (tflite_corpus.float_weights)."""
-    import tflite_corpus
-    path = corpus_model("precise_vad")
+    path = tflite_corpus.model_or_skip("precise_vad")
     m = T.load(path)
     [d] = nodes(m, "WHILE")
     assert d.kind == "nnapi" and d.text.startswith("WHILE (4 loop value(s), 1 input-only"), d.text

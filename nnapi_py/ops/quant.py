@@ -292,10 +292,10 @@ _STEP_WINDOWS = (np.arange(-1, 2, dtype=np.float64), np.arange(-4, 5, dtype=np.f
 _M_ULPS = 4
 _M_NUDGES = [0] + [s * d for d in range(1, _M_ULPS + 1) for s in (1, -1)]
 _K_WALK = 8
+_CRITICAL_ROWS = 8
 # the corrected negative side in one float32 term (prepare_f32, _f32_all) where 2**-e >= 2**-_NEG_MAX_E
 _NEG_SCALED = True
 _NEG_MAX_E = 14
-_CRITICAL_ROWS = 8
 _PROBE_CHANNELS = 64            # prepare_f32 on stages of more channels: a sample of this many first
 
 
@@ -570,7 +570,7 @@ class OutputStage:
         constant that can pass, found exactly); the last few are evaluated exactly after the
         float32 pass (f32_fix).  It holds when float32's rounding of acc * m stays well inside
         one step (multipliers not much below 0.01); otherwise the float64 evaluation stays.
-        The corrected negative side is first proven in the one-term scaled form (_f32_scaled:
+        The corrected negative side is first proven in the one-term scaled form (_f32_all,
         one constant k for both sides); where that leaves channels to the fix-up or fails, the
         two-term form (its own kb for the lower side: one constant more to fit) is proven too
         and the one with fewer channels left taken."""
@@ -671,7 +671,9 @@ class OutputStage:
             """_f32_all's values at products p = acc * m (float32), as compared with the
             steps: without the correction, v = p + (k + off), whose clamp and truncation
             (lo + off < y + off <= hi + off, an integer) keep v < y + off as it is; with it,
-            the clamped and truncated sum of both terms."""
+            scaled: v - 2**-e (kb) where v < zp + 1/2 (exact in float64, the value _f32_all
+            computes at 2**e times the scale), else the clamped and truncated sum of both
+            terms."""
             v = p + (kk + off_f)
             if not neg:
                 return v
@@ -849,77 +851,66 @@ class OutputStage:
         self._f32_all(acc, out, f)
 
     def _f32_all(self, acc, out, f):
-        if f[2] is not None and self.f32_scaled:
-            return self._f32_scaled(acc, out, f)
+        """The float32 form prepare_f32 proved (f = (m, k, kb)): per-channel constants tiled
+        along whole output rows; kb None: one term; kb with f32_scaled: the corrected negative
+        side in one term at 2**e times the scale (_scaled_consts); else two clamped terms."""
         m, k, kb = f
         off = 128 if out.dtype == np.int8 else 0
-        v = acc
+        v, tile = acc, None
         if any(isinstance(a, np.ndarray) for a in f):
             tile = acc.shape[-2] if acc.ndim >= 3 and acc.shape[-2] > 1 else None
             v = acc.reshape(-1, (tile or 1) * self.nch)
+        lo, hi = np.float32(self.lo + off), np.float32(self.hi + off)
+        b = out.view(np.uint8)
+        if kb is not None and self.f32_scaled:
+            # v = acc M + K, v -= [v < T] (the reference's z - 2**-e below zp + 1/2; exact:
+            # v - 1 is a float32 there), v *= 2**-e: one term instead of two clamped ones
+            # and their byte sum
+            M, K, T, inv = self._tiled(("f32s", off), tile, lambda: self._scaled_consts(f, off))
+            np.multiply(v, M, out=v)
+            np.add(v, K, out=v)
+            below = _work(("f32s", np.bool_), v.shape)
+            np.less(v, T, out=below)
+            np.subtract(v, below, out=v)
+            np.multiply(v, inv, out=v)
+            clip_inplace(v, lo, hi)
+            b[...] = v.reshape(out.shape)
+        else:
             m, k, kb = self._tiled(("f32", off), tile, lambda: (
                 m, k + np.float32(off), None if kb is None else kb + np.float32(off)))
-        else:
-            k = k + np.float32(off)
-            kb = None if kb is None else kb + np.float32(off)
-        np.multiply(v, m, out=v)
-        b = out.view(np.uint8)
-        if kb is None:
-            np.add(v, k, out=v)
-            clip_inplace(v, np.float32(self.lo + off), np.float32(self.hi + off))
-            b[...] = v.reshape(out.shape)
-        else:                               # the negative side's second term (prepare_f32)
-            w = _work(("f32w", np.float32), v.shape)
-            np.add(v, kb, out=w)
-            np.add(v, k, out=v)
-            z = np.float32(self.zp + off)
-            clip_inplace(v, z, np.float32(self.hi + off))
-            clip_inplace(w, np.float32(self.lo + off), z)
-            b[...] = v.reshape(out.shape)
-            w8 = _work(("f32w", np.uint8), v.shape)
-            w8[...] = w
-            b += w8.reshape(out.shape)      # uint8 wraps: the true sum - zp is in range
-            b -= np.uint8((self.zp + off) & 0xFF)
+            np.multiply(v, m, out=v)
+            if kb is None:
+                np.add(v, k, out=v)
+                clip_inplace(v, lo, hi)
+                b[...] = v.reshape(out.shape)
+            else:                           # the negative side's second term (prepare_f32)
+                w = _work(("f32w", np.float32), v.shape)
+                np.add(v, kb, out=w)
+                np.add(v, k, out=v)
+                z = np.float32(self.zp + off)
+                clip_inplace(v, z, hi)
+                clip_inplace(w, lo, z)
+                b[...] = v.reshape(out.shape)
+                w8 = _work(("f32w", np.uint8), v.shape)
+                w8[...] = w
+                b += w8.reshape(out.shape)  # uint8 wraps: the true sum - zp is in range
+                b -= np.uint8((self.zp + off) & 0xFF)
         if off:
             b ^= 0x80
 
     def _scaled_consts(self, f, off):
-        """(M, K, T, inv) of _f32_scaled: with s = 2**e per channel (1 where there is no
-        correction), M = m s, K = (k + off) s, T = (zp + off + 1/2) s (-inf: none), inv = 1/s;
-        every product by s exact (powers of two)."""
+        """(M, K, T, inv) of _f32_all's scaled form: with s = 2**e per channel (1 where there
+        is no correction), M = m s, K = (k + off) s, T = (zp + off + 1/2) s (-inf: none),
+        inv = 1/s; every product by s exact (powers of two)."""
         m, k, d = (np.asarray(a, np.float32) for a in f)        # 0-d where one for all channels
         has = d > 0
         sc = np.where(has, np.float32(1) / np.where(has, d, np.float32(1)), np.float32(1))
         t = np.where(has, np.float32(self.zp + off + 0.5) * sc, -np.inf)
 
-        def f32(a):                             # a scalar stays a scalar, a vector a vector
+        def as_f32(a):                          # a scalar stays a scalar, a vector a vector
             a = np.asarray(a, np.float32)
             return np.float32(a) if a.ndim == 0 else a
-        return f32(m * sc), f32((k + np.float32(off)) * sc), f32(t), f32(np.float32(1) / sc)
-
-    def _f32_scaled(self, acc, out, f):
-        """_f32_all for a stage whose negative side is corrected (prepare_f32, scaled): at
-        2**e times the scale, v = acc M + K, v -= [v < T] (the reference's z - 2**-e below
-        zp + 1/2, exact: v - 1 is a float32 there), v *= 2**-e, clamp, store: one term instead
-        of two clamped ones and their byte sum."""
-        off = 128 if out.dtype == np.int8 else 0
-        v = acc
-        tile = None
-        if any(isinstance(a, np.ndarray) for a in f):
-            tile = acc.shape[-2] if acc.ndim >= 3 and acc.shape[-2] > 1 else None
-            v = acc.reshape(-1, (tile or 1) * self.nch)
-        M, K, T, inv = self._tiled(("f32s", off), tile, lambda: self._scaled_consts(f, off))
-        np.multiply(v, M, out=v)
-        np.add(v, K, out=v)
-        below = _work(("f32s", np.bool_), v.shape)
-        np.less(v, T, out=below)
-        np.subtract(v, below, out=v)
-        np.multiply(v, inv, out=v)
-        clip_inplace(v, np.float32(self.lo + off), np.float32(self.hi + off))
-        b = out.view(np.uint8)
-        b[...] = v.reshape(out.shape)
-        if off:
-            b ^= 0x80
+        return as_f32(m * sc), as_f32((k + np.float32(off)) * sc), as_f32(t), as_f32(np.float32(1) / sc)
 
     def small_table(self, dtype):
         """(sorted steps, per-channel key offsets, output value of each table position as dtype)
