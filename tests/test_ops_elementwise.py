@@ -175,6 +175,54 @@ def test_quant_matches_reference_bit_exactly(op, qtype):
             assert out.astype(int).tolist() == exp, (sa, za, sb, zb, so, zo, fuse)
 
 
+def _ref_add_pairs(sa, za, sb, zb, so, zo, fuse, lo, hi, sub):
+    """ref_add over every (a, b) pair of 8-bit codes in [lo, hi] ([256, 256], a along rows),
+    its per-input terms computed once."""
+    tm = 2 * max(sa, sb)
+    q1, s1 = quantize_multiplier(sa / tm)
+    q2, s2 = quantize_multiplier(sb / tm)
+    qo, s_o = quantize_multiplier(tm / ((1 << 20) * so))
+    if sub:
+        q2 = -q2
+    ta = [mul_q((v - za) << 20, q1, s1) for v in range(lo, hi + 1)]
+    tb = [mul_q((v - zb) << 20, q2, s2) for v in range(lo, hi + 1)]
+    lo, hi = act_range(fuse, so, zo, lo, hi)
+    return np.array([[min(hi, max(lo, mul_q(x + y, qo, s_o) + zo)) for y in tb] for x in ta])
+
+
+@pytest.mark.parametrize("op", ["ADD", "SUB"])
+@pytest.mark.parametrize("qtype", [Q8, Q8S])
+def test_quant_add_sub_large_tensors_every_pair(op, qtype, monkeypatch):
+    """Tensors of Q.PAIR_AFFINE_MIN values or more take the pair table's float32 form
+    (Q.PairAffine) where its proof holds: every one of the 65536 pairs, in one tensor, against
+    the scalar reference -- for random scales and zero points (the corpus's CNNs have residual
+    ADDs with scales within a few times of each other), every fuse code."""
+    from nnapi_py.ops import quant as Q
+    calls = []
+    real_call = Q.PairAffine.__call__
+    monkeypatch.setattr(Q.PairAffine, "__call__", lambda self, a, b, o: (calls.append(o.size), real_call(self, a, b, o)))
+    rng = np.random.default_rng(0xADD + qtype + (op == "SUB"))
+    lo, hi = (0, 255) if qtype == Q8 else (-128, 127)
+    dt = np.uint8 if qtype == Q8 else np.int8
+    codes = np.arange(lo, hi + 1)
+    a = np.repeat(codes, 256).reshape(256, 256).astype(dt)          # a[i, j] = code i
+    b = np.tile(codes, 256).reshape(256, 256).astype(dt)            # b[i, j] = code j
+    assert a.size >= Q.PAIR_AFFINE_MIN
+    for k in range(8):
+        so = float(10 ** rng.uniform(-3, 0))
+        sa, sb = (so * float(10 ** rng.uniform(-0.7, 0.7)) for _ in range(2))
+        if k == 0:
+            sb = sa                                                  # equal input scales
+        sa, sb, so = (float(np.float32(v)) for v in (sa, sb, so))   # the operand types' float scales
+        za, zb, zo = (int(v) for v in rng.integers(lo, hi + 1, 3))
+        fuse = k % 4
+        ins = [Opd(qtype, [256, 256], a, sa, za), Opd(qtype, [256, 256], b, sb, zb), T.i32(fuse)]
+        out = ok(op, ins, [Opd(qtype, [256, 256], None, so, zo)])[0]
+        exp = _ref_add_pairs(sa, za, sb, zb, so, zo, fuse, lo, hi, op == "SUB")
+        np.testing.assert_array_equal(out.astype(int), exp, err_msg=str((sa, za, sb, zb, so, zo, fuse)))
+    assert len(calls) >= 4, calls                                   # the float form ran in most cases
+
+
 def test_quant_broadcast_and_activation_rounding_halfway():
     # output scale 2: RELU1's upper bound is zp + round(1 / 2) = zp + 1 (half away from zero)
     a = np.array([[0, 50, 100, 150, 200, 255]], np.uint8)
