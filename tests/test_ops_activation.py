@@ -113,6 +113,25 @@ def test_logistic_quant_all_codes(scale, zp):
     assert np.abs(r.astype(np.int64) - want).max() == 0
 
 
+@pytest.mark.parametrize("n", [4096, 20001, 65536])
+def test_logistic_tanh_quant_large_tensors_look_up_byte_pairs(n):
+    """From Q.PAIR_LOOKUP_MIN values the 8-bit lookup reads two input bytes at once
+    (Q.ByteLookup): every code at every position parity, an odd count (the last value alone),
+    against the reference."""
+    from nnapi_py.ops import quant as Q
+    assert n >= Q.PAIR_LOOKUP_MIN
+    rng = np.random.default_rng(n)
+    codes = rng.integers(0, 256, n)
+    codes[:512] = np.concatenate([np.arange(256), np.arange(256)[::-1]])     # each code, both parities
+    (r,) = ok("LOGISTIC", [T.q8([n], codes, 1 / 16, 128)], [T.q8([n], None, 1 / 256, 0)])
+    want = requant(1 / (1 + np.exp(-(codes - 128) * np.float64(np.float32(1 / 16)))), 1 / 256, 0, 0, 255)
+    assert np.abs(r.astype(np.int64) - want).max() == 0
+    sc = codes - 128
+    (r,) = ok("TANH", [T.q8s([n], sc, 0.05, 0)], [T.q8s([n], None, 1 / 128, 0)])
+    want = requant(np.tanh(sc * np.float64(np.float32(0.05))), 1 / 128, 0, -128, 127)
+    assert np.abs(r.astype(np.int64) - want).max() == 0
+
+
 def test_tanh_quant_signed_and_unsigned():
     codes = np.arange(256)
     (r,) = ok("TANH", [T.q8([256], codes, 0.05, 100)], [T.q8([256], None, 1 / 128, 128)])

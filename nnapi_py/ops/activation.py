@@ -37,8 +37,10 @@ QUANT8 = (Q8, Q8S)
 # ---- helpers shared by activation.py / normalization.py ------------------------------------
 def lut_kernel(table):
     """Element-wise 8-bit kernel from a 256-entry table indexed by the input's bit pattern."""
+    look = Q.ByteLookup(table)
+
     def k(i, o):
-        Q.take(table, i[0], o[0])
+        look(i[0], o[0])
     return k
 
 

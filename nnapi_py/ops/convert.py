@@ -31,9 +31,11 @@ BOOL8, Q16S, Q16A = C.TENSOR_BOOL8, C.TENSOR_QUANT16_SYMM, C.TENSOR_QUANT16_ASYM
 
 def _lookup(table):
     """Kernel: the output is table[byte of the 8-bit input] (a 256-entry table)."""
+    look = Q.ByteLookup(table)
+
     def k(i, o):
         if o[0].flags.c_contiguous:
-            Q.take(table, i[0], o[0])
+            look(i[0], o[0])
         else:
             o[0][...] = table[Q.as_bytes(i[0])]
     return k

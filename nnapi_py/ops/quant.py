@@ -1255,6 +1255,42 @@ def take(table, a, out):
     np.take(table, as_bytes(a), out=out, mode="clip")
 
 
+PAIR_LOOKUP_MIN = 4096      # ByteLookup: values from which two bytes are looked up at once
+
+
+class ByteLookup:
+    """A kernel's out[...] = table[byte of a] for a 256-entry table.  numpy's gather costs
+    about 2 ns an index whatever the table, so for an 8-bit output of at least
+    PAIR_LOOKUP_MIN values (contiguous) the input is read as 16-bit indices
+    into the table of every pair of bytes (65536 entries of 2 bytes, made at the first such
+    call): half as many gathers, the same bytes (176K values: 242 -> 119 us)."""
+
+    def __init__(self, table):
+        self.table = table
+        self._pairs = None
+
+    def pairs(self):
+        p = self._pairs
+        if p is None:
+            # entry r holds the output bytes of the two input bytes r is made of, in memory
+            # order (so the byte order of the machine does not matter)
+            both = np.arange(1 << 16, dtype=np.uint16).view(np.uint8)
+            p = self._pairs = np.ascontiguousarray(self.table.view(np.uint8)[both]).view(np.uint16)
+        return p
+
+    def __call__(self, a, out):
+        n = out.size
+        if n >= PAIR_LOOKUP_MIN and self.table.itemsize == 1 and a.itemsize == 1 and a.size == n \
+                and a.flags.c_contiguous and out.flags.c_contiguous:
+            x, y = a.reshape(-1), out.reshape(-1)
+            e = n - n % 2                               # an odd count: the last value alone
+            np.take(self.pairs(), x[:e].view(np.uint16), out=y[:e].view(np.uint16), mode="clip")
+            if e < n:
+                take(self.table, x[e:], y[e:])
+        else:
+            take(self.table, a, out)
+
+
 # ---- a 256 x 256 pair table in float32 arithmetic (quantized ADD / SUB) -------------------------
 _PAIR_NUDGES = 2            # PairAffine.prove: each multiplier nudged by up to this many ulps each way
 PAIR_AFFINE_MIN = 8192      # outputs from which the float form beats the pair table's gather (in the
