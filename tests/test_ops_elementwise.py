@@ -24,13 +24,18 @@ F32, I32T, Q8, F16, BOOL8, Q8S = 3, 4, 5, 8, 9, 14
 
 
 # ---- references on top of qref (the scalar transcription of the reference arithmetic) ---
-def ref_add(a, b, sa, za, sb, zb, so, zo, fuse, lo, hi, sub=False):
+def add_multipliers(sa, sb, so, sub):
+    """The reference ADD's (SUB's) three multipliers: each input to twice the larger scale
+    with 20 bits of headroom, the sum to the output scale."""
     tm = 2 * max(sa, sb)
     q1, s1 = quantize_multiplier(sa / tm)
     q2, s2 = quantize_multiplier(sb / tm)
     qo, s_o = quantize_multiplier(tm / ((1 << 20) * so))
-    if sub:
-        q2 = -q2
+    return (q1, s1), (-q2 if sub else q2, s2), (qo, s_o)
+
+
+def ref_add(a, b, sa, za, sb, zb, so, zo, fuse, lo, hi, sub=False):
+    (q1, s1), (q2, s2), (qo, s_o) = add_multipliers(sa, sb, so, sub)
     x = mul_q((a - za) << 20, q1, s1) + mul_q((b - zb) << 20, q2, s2)
     lo, hi = act_range(fuse, so, zo, lo, hi)
     return min(hi, max(lo, mul_q(x, qo, s_o) + zo))
@@ -178,12 +183,7 @@ def test_quant_matches_reference_bit_exactly(op, qtype):
 def _ref_add_pairs(sa, za, sb, zb, so, zo, fuse, lo, hi, sub):
     """ref_add over every (a, b) pair of 8-bit codes in [lo, hi] ([256, 256], a along rows),
     its per-input terms computed once."""
-    tm = 2 * max(sa, sb)
-    q1, s1 = quantize_multiplier(sa / tm)
-    q2, s2 = quantize_multiplier(sb / tm)
-    qo, s_o = quantize_multiplier(tm / ((1 << 20) * so))
-    if sub:
-        q2 = -q2
+    (q1, s1), (q2, s2), (qo, s_o) = add_multipliers(sa, sb, so, sub)
     ta = [mul_q((v - za) << 20, q1, s1) for v in range(lo, hi + 1)]
     tb = [mul_q((v - zb) << 20, q2, s2) for v in range(lo, hi + 1)]
     lo, hi = act_range(fuse, so, zo, lo, hi)
