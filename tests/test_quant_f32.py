@@ -548,3 +548,14 @@ def test_pair_affine_equals_the_pair_table_wherever_proven():
         form(x, y, got)
         np.testing.assert_array_equal(got.ravel(), table, err_msg=str(k))
     assert proven >= cases * 3 // 4, proven
+
+
+def test_pair_affine_refuses_multipliers_float32_cannot_hold():
+    """Scales a model may carry (the fuzzer's extremes) give no float form and no warning."""
+    import warnings
+    table = np.arange(65536, dtype=np.int64).astype(np.uint8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for ra, rb in ((1e40, 1.0), (1e-45, 1.0), (1.0, -1e38), (3e38, 3e38), (float("nan"), 1.0),
+                       (1e7, 1e7), (float("inf"), 1.0)):
+            assert Q.PairAffine.prove(table, np.uint8, np.uint8, ra, rb, np.uint8) is None

@@ -1318,11 +1318,18 @@ class PairAffine:
         SUB's second input).  K is the least float32 constant that lifts every pair to its
         output (rounding is monotonic in K, so if any K works, that one does), searched for
         each multiplier nudged by up to _PAIR_NUDGES ulps."""
+        if not (2.0 ** -40 < abs(ra) < 2.0 ** 24 and 2.0 ** -40 < abs(rb) < 2.0 ** 24):
+            return None             # (NaN too) a multiplier float32 cannot hold, or no table to fit
+        with np.errstate(all="ignore"):
+            return cls._prove(table, da, db, ra, rb, out_dtype)
+
+    @classmethod
+    def _prove(cls, table, da, db, ra, rb, out_dtype):
         f32 = np.float32
         off = 128 if np.dtype(out_dtype) == np.int8 else 0
         t = np.asarray(table).astype(np.int64).reshape(256, 256) + off
         lo, hi = int(t.min()), int(t.max())
-        if lo == hi or not (np.isfinite(ra) and np.isfinite(rb)) or ra == 0 or rb == 0:
+        if lo == hi:
             return None
         xa = byte_codes(da).astype(f32)[:, None]
         xb = byte_codes(db).astype(f32)[None, :]
