@@ -217,6 +217,24 @@ class TestConcatenation:
         exp = np.concatenate([ref_requant(a, 0.37, za, 0.2, zo, lo, hi), ref_requant(b, 0.011, zb, 0.2, zo, lo, hi)], 1)
         assert np.max(np.abs(out[0].astype(np.int64) - exp)) <= 1
 
+    @pytest.mark.parametrize("axis", [1, 2])
+    def test_requantize_large_blocks(self, axis):
+        """Inputs of 4096 values or more are requantized by byte pairs (quant.ByteLookup) straight
+        into their block of the output where it is contiguous (batch 1 along axis 1), else
+        through the table: the same bytes as the table applied to each input's codes."""
+        from nnapi_py.ops import quant as Q
+        rng = np.random.default_rng(axis)
+        shapes = [[1, 1917, 91], [1, 301, 91]] if axis == 1 else [[1, 1917, 91], [1, 1917, 5]]
+        params = [(0.37, 120), (0.011, 7)]
+        xs = [rng.integers(0, 256, sh).astype(np.uint8) for sh in shapes]
+        ins = [T.q8(sh, x, sc, z) for sh, x, (sc, z) in zip(shapes, xs, params)]
+        oshape = list(shapes[0])
+        oshape[axis] = sum(sh[axis] for sh in shapes)
+        out = ok(run_op("CONCATENATION", ins + [T.i32(axis)], [T.q8(oshape, None, 0.2, 131)]))
+        exp = np.concatenate([Q.affine_requant_table(np.uint8, float(np.float32(sc)), z, float(np.float32(0.2)), 131)[x]
+                              for x, (sc, z) in zip(xs, params)], axis)
+        np.testing.assert_array_equal(out[0], exp)
+
     def test_requantize_rounds_half_away_from_zero(self):
         # scale ratio 0.5: odd distances from the zero point land exactly on .5
         a = np.array([-3, -1, 1, 3], np.int8)

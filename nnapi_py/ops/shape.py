@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import constants as C
 from .base import Op, register, tname
-from .quant import affine_requant_table
+from .quant import ByteLookup, affine_requant_table
 from .common import tensor_of, require_scalar, int_tensor, scalar_int, int_values, known_len, fail_value  # noqa: F401
 
 from .common import F16, F32, I32, Q8, Q8S, QUANT8, INT32, LEVELS_FL1, LEVELS_FL2, LEVELS_FL3_INT, LEVELS_FL3  # noqa: E402,F401
@@ -324,16 +324,20 @@ class Concatenation(Op):
             if x.scale == out.scale and x.zp == out.zp:
                 steps.append((where, None))
             else:
-                steps.append((where, affine_requant_table(out.dtype, x.scale, x.zp, out.scale, out.zp)))
+                steps.append((where, ByteLookup(affine_requant_table(out.dtype, x.scale, x.zp, out.scale, out.zp))))
             start = stop
 
         def kernel(i, o):
             dst = o[0]
-            for x, (where, lut) in zip(i[:-1], steps):
-                if lut is None:
+            for x, (where, look) in zip(i[:-1], steps):
+                if look is None:
                     dst[where] = x
+                    continue
+                part = dst[where]
+                if part.flags.c_contiguous:     # a block of the output (axis 0, or batch 1 along axis 1)
+                    look(x, part)
                 else:
-                    dst[where] = lut[x.view(np.uint8)]
+                    part[...] = look.table[x.view(np.uint8)]
         return kernel
 
 
