@@ -1304,8 +1304,8 @@ class PairAffine:
     truncated by the byte store (int8: an offset of 128 in K and the clamp, the top bit flipped
     after).  prove() finds the constants and checks them against every one of the 65536 pairs,
     with the numpy float32 operations __call__ runs in the same order: exact by construction,
-    or None.  Four float passes, a cast of each input and the store cost less than the pair
-    index and numpy's gather (about 1.8 ns a value) on large tensors."""
+    or None.  Its passes (a cast and a multiply per input, two adds, the clamp and the store)
+    cost less than the pair index and numpy's gather (about 1.8 ns a value) on large tensors."""
 
     def __init__(self, a_mul, b_mul, k, lo, hi, off):
         self.A, self.B, self.K = a_mul, b_mul, k
@@ -1315,9 +1315,10 @@ class PairAffine:
     def prove(cls, table, da, db, ra, rb, out_dtype):
         """table: the 65536 outputs (index byte(a) << 8 | byte(b)); da, db: the inputs' dtypes;
         ra, rb: the real multipliers of their values (scale / output scale; negative for
-        SUB's second input).  K is the least float32 constant that lifts every pair to its
-        output (rounding is monotonic in K, so if any K works, that one does), searched for
-        each multiplier nudged by up to _PAIR_NUDGES ulps."""
+        SUB's second input).  For each multiplier nudged by up to _PAIR_NUDGES ulps, K is the
+        least float32 constant found (each pair's estimate t - u walked a few ulps) that lifts
+        every pair to its output: the value is non-decreasing in K, so a smaller K only eases
+        the pairs' upper bounds.  Whatever the search finds, the check on all pairs decides."""
         if not (2.0 ** -40 < abs(ra) < 2.0 ** 24 and 2.0 ** -40 < abs(rb) < 2.0 ** 24):
             return None             # (NaN too) a multiplier float32 cannot hold, or no table to fit
         with np.errstate(all="ignore"):
