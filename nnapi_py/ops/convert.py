@@ -34,10 +34,7 @@ def _lookup(table):
     look = Q.ByteLookup(table)
 
     def k(i, o):
-        if o[0].flags.c_contiguous:
-            look(i[0], o[0])
-        else:
-            o[0][...] = table[Q.as_bytes(i[0])]
+        look(i[0], o[0])
     return k
 
 

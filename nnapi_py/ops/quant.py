@@ -299,6 +299,26 @@ _NEG_MAX_E = 14
 _PROBE_CHANNELS = 64            # prepare_f32 on stages of more channels: a sample of this many first
 
 
+def _walk_to_least(c, holds, walk):
+    """Each element of c (float32) moved up an ulp at a time until holds(c) is true there (at
+    most walk steps), then down while holds still is: its least float32 value that holds,
+    where that lies within the walk of the start (elsewhere c is left where the walk ends;
+    the callers' checks decide).  holds must be non-decreasing in c, element by element."""
+    inf = np.float32(np.inf)
+    for _ in range(walk):
+        low = ~holds(c)
+        if not low.any():
+            break
+        c = np.where(low, np.nextafter(c, inf), c)
+    for _ in range(walk):
+        d = np.nextafter(c, -inf)
+        still = holds(d)
+        if not still.any():
+            break
+        c = np.where(still, d, c)
+    return c
+
+
 class OutputStage:
     """int32 accumulators -> quant8 output, bit-exact with quant.multiply_by_quantized_multiplier
     (the reference's fixed-point requantization), vectorised, per-tensor or per-channel.
@@ -799,17 +819,7 @@ class OutputStage:
                 p, yr = np.take_along_axis(p, sel, 1), np.take_along_axis(yr, sel, 1)
             c = (yr - p - off_f).astype(np.float32)              # about the least, then exact
             c[~np.isfinite(c)] = -inf                            # no accumulator reaches this step
-            for _ in range(_K_WALK):                             # up until every step holds
-                low = (p + (c + off_f)) < yr
-                if not low.any():
-                    break
-                c = np.where(low, np.nextafter(c, inf), c)
-            for _ in range(_K_WALK):                             # down while it still holds
-                d = np.nextafter(c, -inf)
-                still = (p + (d + off_f)) >= yr
-                if not still.any():
-                    break
-                c = np.where(still, d, c)
+            c = _walk_to_least(c, lambda cc: (p + (cc + off_f)) >= yr, _K_WALK)
             least = c.max(axis=1)
             consts[side] = np.where(np.isfinite(least), least, consts[side]).astype(np.float32)
             ok &= ~np.any((pb[:, rows] + (consts[side] + off_f)[:, None]) >= ythr[rows][None], axis=1)
@@ -1259,7 +1269,7 @@ PAIR_LOOKUP_MIN = 4096      # ByteLookup: values from which two bytes are looked
 
 
 class ByteLookup:
-    """A kernel's out[...] = table[byte of a] for a 256-entry table.  numpy's gather costs
+    """A kernel's out[...] = table[byte of a] for a 256-entry table (out any view).  numpy's gather costs
     about 2 ns an index whatever the table, so for an 8-bit output of at least
     PAIR_LOOKUP_MIN values (contiguous) the input is read as 16-bit indices
     into the table of every pair of bytes (65536 entries of 2 bytes, made at the first such
@@ -1287,12 +1297,15 @@ class ByteLookup:
             np.take(self.pairs(), x[:e].view(np.uint16), out=y[:e].view(np.uint16), mode="clip")
             if e < n:
                 take(self.table, x[e:], y[e:])
-        else:
+        elif out.flags.c_contiguous:
             take(self.table, a, out)
+        else:                                           # a strided view of an output
+            out[...] = self.table[as_bytes(a)]
 
 
 # ---- a 256 x 256 pair table in float32 arithmetic (quantized ADD / SUB) -------------------------
 _PAIR_NUDGES = 2            # PairAffine.prove: each multiplier nudged by up to this many ulps each way
+_PAIR_WALK = 4              # ... and each pair's constant walked up to this many ulps to its least
 PAIR_AFFINE_MIN = 8192      # outputs from which the float form beats the pair table's gather (in the
                             # CNNs, both forms timed on each call: 57K values 145 against 172 us,
                             # 9.4K 55 against 69 us)
@@ -1336,8 +1349,6 @@ class PairAffine:
         xb = byte_codes(db).astype(f32)[None, :]
         tf = t.astype(f32)
         need_lo = t > lo                       # pairs whose value must reach t (t = lo: clamped up)
-        need_hi = t < hi                       # ... and stay below t + 1 (t = hi: clamped down)
-        top = tf + f32(1)
         for a_mul in cls._nudged(f32(ra)):
             pa = np.multiply(xa, a_mul)
             for b_mul in cls._nudged(f32(rb)):
@@ -1345,10 +1356,7 @@ class PairAffine:
                 k = cls._least_constant(u[need_lo], tf[need_lo])
                 if k is None:
                     continue
-                v = np.add(u, k)
-                if not (np.all(v[need_lo] >= tf[need_lo]) and np.all(v[need_hi] < top[need_hi])):
-                    continue
-                got = np.clip(v, f32(lo), f32(hi)).astype(np.uint8)        # the kernel's store
+                got = np.clip(np.add(u, k), f32(lo), f32(hi)).astype(np.uint8)     # the kernel's store
                 if np.array_equal(got.astype(np.int64), t):
                     return cls(a_mul, b_mul, k, lo, hi, off)
         return None
@@ -1367,25 +1375,10 @@ class PairAffine:
     def _least_constant(u, t):
         """The least float32 k with fl(u + k) >= t at every position (None: none found in
         a few ulps of the estimate t - u; prove's check decides in any case)."""
-        f32 = np.float32
         if u.size == 0:
             return None
-        k = np.subtract(t, u)
-        up, down = f32(np.inf), f32(-np.inf)
-        for _ in range(4):                                      # raise each to its least passing value
-            low = np.add(u, k) < t
-            if not low.any():
-                break
-            k[low] = np.nextafter(k[low], up)
-        else:
-            return None
-        for _ in range(4):
-            kp = np.nextafter(k, down)
-            ok = np.add(u, kp) >= t
-            if not ok.any():
-                break
-            k[ok] = kp[ok]
-        return f32(k.max())
+        k = _walk_to_least(np.subtract(t, u), lambda kk: np.add(u, kk) >= t, _PAIR_WALK)
+        return np.float32(k.max())
 
     def __call__(self, a, b, out):
         """a, b: arrays of out's shape (8-bit); out: 8-bit."""

@@ -333,11 +333,7 @@ class Concatenation(Op):
                 if look is None:
                     dst[where] = x
                     continue
-                part = dst[where]
-                if part.flags.c_contiguous:     # a block of the output (axis 0, or batch 1 along axis 1)
-                    look(x, part)
-                else:
-                    part[...] = look.table[x.view(np.uint8)]
+                look(x, dst[where])         # byte pairs where the block is contiguous (axis 0, or batch 1 along axis 1)
         return kernel
 
 
