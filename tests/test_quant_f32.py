@@ -559,3 +559,71 @@ def test_pair_affine_refuses_multipliers_float32_cannot_hold():
         for ra, rb in ((1e40, 1.0), (1e-45, 1.0), (1.0, -1e38), (3e38, 3e38), (float("nan"), 1.0),
                        (1e7, 1e7), (float("inf"), 1.0)):
             assert Q.PairAffine.prove(table, np.uint8, np.uint8, ra, rb, np.uint8) is None
+
+
+def _conv_ref_padded(x, w, b, zx, zw, real, zo, lo, hi, stride, pad):
+    """NHWC convolution with explicit padding (the padding holds zx) in exact integers, then
+    the scalar reference per value."""
+    xp = np.pad(x.astype(np.int64) - zx, ((0, 0), (pad, pad), (pad, pad), (0, 0)))
+    o, kh, kw, c = w.shape
+    win = np.lib.stride_tricks.sliding_window_view(xp, (kh, kw), axis=(1, 2))[:, ::stride, ::stride]
+    acc = np.einsum("nhwcij,oijc->nhwo", win, w.astype(np.int64) - zw) + b
+    q, shift = quantize_multiplier(real)
+    f = np.vectorize(lambda a: max(lo, min(hi, mul_q(int(a), q, shift) + zo)))
+    return f(acc)
+
+
+@pytest.mark.parametrize("path", ["1x1 blocks", "1x1 few pixels", "1x1 stride 2", "3x3 im2col",
+                                  "3-channel stem", "float64 product", "centred blocks", "centred few pixels"])
+@pytest.mark.parametrize("zx", [0, 77])
+def test_conv_bias_summed_by_the_gemm(monkeypatch, path, zx):
+    """A per-tensor quantized CONV_2D with constant filter and bias adds the bias inside its
+    GEMM (a row of the filter against a column of ones in the patches), so that its output
+    stage has one multiplier and one constant for all channels (conv._StageCache._in_product).
+    On every path of the GEMM (1x1 in several row blocks, cast and centred block by block; a
+    few pixels in one GEMM; 1x1 stride 2; 3x3 im2col with padding; a 3-channel stem gathered
+    transposed; a float64 product beyond the float32 bound) and with the input zero point
+    folded into that bias or the input centred, the outputs equal the exact integer
+    reference, and the layer did take that form."""
+    import nnapi_py as nn
+    from nnapi_py import constants as C
+    from nnapi_py.ops import conv as CV
+    taken = []
+    orig = CV._StageCache._in_product
+
+    def spy(self, *a, **kw):
+        r = orig(self, *a, **kw)
+        taken.append(None if r is None else (r[1].dtype, r[2]))
+        return r
+    monkeypatch.setattr(CV._StageCache, "_in_product", spy)
+    h, c, o, k, stride, pad, wspan, so = {
+        "1x1 blocks": (64, 96, 96, 1, 1, 0, (100, 156), 0.6),
+        "1x1 few pixels": (4, 32, 64, 1, 1, 0, (100, 156), 0.3),
+        "1x1 stride 2": (30, 40, 48, 1, 2, 0, (100, 156), 0.3),
+        "3x3 im2col": (20, 16, 24, 3, 1, 1, (100, 156), 0.4),
+        "3-channel stem": (65, 3, 16, 3, 2, 1, (0, 256), 0.2),
+        "float64 product": (6, 1600, 40, 1, 1, 0, (0, 256), 8.0),
+        "centred blocks": (24, 1250, 24, 1, 1, 0, (0, 256), 2.0),
+        "centred few pixels": (2, 1250, 24, 1, 1, 0, (0, 256), 2.0)}[path]
+    x = rng.integers(0, 256, (1, h, h, c)).astype(np.uint8)
+    w = rng.integers(*wspan, (o, k, k, c)).astype(np.uint8)
+    b = rng.integers(-3000, 3000, o).astype(np.int32)
+    sx, sw_ = 0.05, 0.01
+    oh = (h + 2 * pad - k) // stride + 1
+    m = nn.Model()
+    xi = m.input("x", nn.quant8_asymm(sx, zx), x.shape)
+    wi = m.constant(w, nn.quant8_asymm(sw_, 128))
+    bi = m.constant(b, nn.OperandType(C.TENSOR_INT32, float(np.float32(sx) * np.float32(sw_)), 0))
+    y = m.op("CONV_2D", xi, wi, bi, pad, pad, pad, pad, stride, stride, 0,
+             outputs=[(nn.quant8_asymm(so, 120), (1, oh, oh, o))])
+    m.output(y, "y")
+    got = m.compile().run({"x": x})["y"]
+    real = float(np.float32(sx) * np.float32(sw_)) / so
+    want = _conv_ref_padded(x, w, b, zx, 128, real, 120, 0, 255, stride, pad)
+    np.testing.assert_array_equal(got, want)
+    assert len(np.unique(want)) > 20
+    # "centred": 255 max sum|w| is beyond 2**24 but 178 max sum|w| + max|b| is not, so with
+    # zx = 77 the bias stays unfolded and the input is centred (zx = 0: a float64 product)
+    centred = path.startswith("centred")
+    wide = path == "float64 product" or (centred and not zx)
+    assert taken == [(np.float64 if wide else np.float32, not (centred and zx))]

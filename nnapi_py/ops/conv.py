@@ -47,6 +47,7 @@ _FEW_ROWS = 16                  # _product: quantized GEMMs of at most this many
 _WIDE_O = 128                   # ... by at least this many output channels run transposed
 _CLEAN_OVER_FOLDED = True       # _StageCache: the unfolded stage where it needs no fix-up ...
 _CLEAN_TRY_SHARE = 96           # ... tried where the folded one leaves at most 1 channel in this many
+_BIAS_IN_PRODUCT = True        # _StageCache: a per-tensor quantized layer's bias summed by its GEMM
 _SMALL_PREP = 4096              # 1x1 outputs of at most this many values: one GEMM, no row blocks
 
 
@@ -443,41 +444,55 @@ class _StageCache:
     uncentred sums still fit float32 exactly and that stage's float32 requantization is proven
     (OutputStage.prepare_f32): the kernel then casts its input without centring it (one pass
     over the input fewer) and pads with zx.  self.const: the stage constant runs take (that
-    one, when folded)."""
+    one, when folded).
 
-    def __init__(self, qs, packed, bias_value, one_pixel=None, zx=0, xtype=None):
+    aug (in_product: CONV_2D's single-group layers): (stage, packed, folded) where the GEMM
+    adds the bias itself (_in_product), else None."""
+
+    def __init__(self, qs, packed, bias_value, one_pixel=None, zx=0, xtype=None, in_product=False):
         self.qs = qs
         self.packed = packed
         self.bias_src = bias_value
-        self.const = self.one = None
+        self.const = self.one = self.aug = None
         self.folded = False
         if packed.val is not None and bias_value is not None:
             pk = packed.val
-            if one_pixel is not None:
-                self.const = qs.stage(bias_value, pk.bound)
-                self.one = Q.TableProduct.for_stage(pk.mat, zx, self.const, qs.out.dtype, one_pixel)
-            raw = None if self.one is not None or xtype is None else self._folded_stage(pk, bias_value, zx, xtype)
-            if raw is not None and raw.f32_fix is not None and _CLEAN_OVER_FOLDED \
-                    and len(raw.f32_fix[0]) * _CLEAN_TRY_SHARE <= raw.nch:
-                # the folded bias (b - zx sum w: larger, so float32 rounds acc * m + k more
-                # coarsely) leaves channels to the exact fix-up: the unfolded stage, where it
-                # needs none, costs one pass centring the input instead.  Tried only where
-                # the fix-up has at most one channel in _CLEAN_TRY_SHARE (over the corpus's
-                # quantized CNNs the unfolded stage came out clean only there: a compilation
-                # cost, not a result, decision)
-                plain = qs.stage(bias_value, pk.bound)
-                if plain.prepare_f32(qs.out.dtype) and plain.f32_fix is None:
-                    self.const, raw = plain, None
-            if raw is not None:
-                self.const, self.folded = raw, True
-            else:                       # the unfolded stage, made only where it is the one used
-                if self.const is None:
-                    self.const = qs.stage(bias_value, pk.bound)
-                if pk.dtype == np.float32:
-                    self.const.prepare_f32(qs.out.dtype)
+            if in_product and one_pixel is None and xtype is not None:
+                self.aug = self._in_product(pk, bias_value, zx, xtype)
+            if self.aug is not None:
+                self.const, _, self.folded = self.aug
+            else:
+                self._bias_in_stage(pk, bias_value, one_pixel, zx, xtype)
             dims = qs.out.dims
             if self.one is None and dims is not None and all(dims):
                 self.const.prepare_small(int(np.prod(dims)))
+
+    def _bias_in_stage(self, pk, bias_value, one_pixel, zx, xtype):
+        """self.const (and self.one, self.folded) with the bias in the stage's per-channel
+        constants."""
+        qs = self.qs
+        if one_pixel is not None:
+            self.const = qs.stage(bias_value, pk.bound)
+            self.one = Q.TableProduct.for_stage(pk.mat, zx, self.const, qs.out.dtype, one_pixel)
+        raw = None if self.one is not None or xtype is None else self._folded_stage(pk, bias_value, zx, xtype)
+        if raw is not None and raw.f32_fix is not None and _CLEAN_OVER_FOLDED \
+                and len(raw.f32_fix[0]) * _CLEAN_TRY_SHARE <= raw.nch:
+            # the folded bias (b - zx sum w: larger, so float32 rounds acc * m + k more
+            # coarsely) leaves channels to the exact fix-up: the unfolded stage, where it
+            # needs none, costs one pass centring the input instead.  Tried only where
+            # the fix-up has at most one channel in _CLEAN_TRY_SHARE (over the corpus's
+            # quantized CNNs the unfolded stage came out clean only there: a compilation
+            # cost, not a result, decision)
+            plain = qs.stage(bias_value, pk.bound)
+            if plain.prepare_f32(qs.out.dtype) and plain.f32_fix is None:
+                self.const, raw = plain, None
+        if raw is not None:
+            self.const, self.folded = raw, True
+        else:                       # the unfolded stage, made only where it is the one used
+            if self.const is None:
+                self.const = qs.stage(bias_value, pk.bound)
+            if pk.dtype == np.float32:
+                self.const.prepare_f32(qs.out.dtype)
 
     def _folded_stage(self, pk, bias_value, zx, xtype):
         if not zx or pk.dtype != np.float32 or pk.wsums is None or not pk.mat.size:
@@ -489,6 +504,39 @@ class _StageCache:
         bias = np.asarray(bias_value, np.int64) - int(zx) * pk.wsums[0].astype(np.int64)
         st = self.qs.stage(bias, bound)
         return st if st.prepare_f32(self.qs.out.dtype) else None
+
+    def _in_product(self, pk, bias_value, zx, xtype):
+        """(stage, packed, folded) where the GEMM itself adds the bias, for a per-tensor
+        multiplier: the filter matrix [K, O] gets the bias b' as row K and the patches a
+        column of ones, so channel o's accumulator is y = sum x w + b'[o], the same integer
+        as the stage's acc + bias, and exact: |y| <= max|x| max sum|w| + max|b'| stays inside
+        the GEMM dtype's exact range (every partial sum too, in any order).  The stage, made
+        for a bias of zero over that range, has one multiplier and one constant for all
+        channels: scalar passes, where per-channel constants cost a broadcast pass (a float32
+        add along tiled rows 0.55-0.85 against 0.2-0.35 ns a value for a scalar, this
+        machine).  folded: b' = b - zx sum w with the input uncentred (as _folded_stage),
+        else b' = b with the input centred, tried in that order.  A float32 product needs
+        its stage's float32 form proven without a fix-up; None where nothing qualifies (the
+        bias then stays in the stage)."""
+        if np.ndim(self.qs.reals) != 0 or pk.wsums is None or pk.mat.ndim != 2 or not pk.mat.size:
+            return None
+        lo, hi = Q.qrange(xtype)
+        b = np.asarray(bias_value, np.int64)
+        for fold in ((True, False) if zx else (True,)):
+            if fold:
+                bias = b - int(zx) * pk.wsums[0].astype(np.int64)
+                bound = float(max(abs(lo), abs(hi))) * float(pk.wsums[1].max())
+            else:
+                bias, bound = b, pk.bound
+            total = bound + float(np.abs(bias).max(initial=0))
+            if exact_dtype(total) != pk.dtype:
+                continue
+            st = self.qs.stage(None, total)
+            if pk.dtype == np.float32 and not (st.prepare_f32(self.qs.out.dtype) and st.f32_fix is None):
+                continue
+            mat = np.concatenate([pk.mat, bias.reshape(1, -1).astype(pk.dtype)])
+            return st, _Packed(mat, pk.dtype, total), fold
+        return None
 
     def is_folded(self, pk, bias):
         return self.folded and pk is self.packed.val and bias is self.bias_src
@@ -532,7 +580,7 @@ class _Output:
     one: the quant.TableProduct of a quantized one-pixel layer (one_pixel: None, or the
     layer's depthwise flag when _one_pixel holds) with constant filter and bias, else None."""
 
-    def __init__(self, ins, outs, fuse, packed, one_pixel=None, fold=False):
+    def __init__(self, ins, outs, fuse, packed, one_pixel=None, fold=False, in_product=False):
         self.quant = ins[0].type not in FLOATS
         self.fuse = fuse
         self._aug = None
@@ -543,7 +591,7 @@ class _Output:
         if self.quant:
             self.zp = ins[0].zp
             self.stages = _StageCache(_QuantSetup(ins, outs, fuse), packed, ins[2].value, one_pixel, self.zp,
-                                      ins[0].type if fold else None)
+                                      ins[0].type if fold else None, in_product)
             self.one = self.stages.one
         else:
             self.fbias = Derived(ins[2].value, lambda bv: bv.astype(np.float32))
@@ -578,15 +626,21 @@ class _Output:
         return epi
 
     def augmented(self, pk, bias):
-        """Float: pk.mat [K, O] with the bias as row K (made once for a constant filter and
-        bias); None when quantized or the filter is not a plain matrix."""
-        if self.quant or pk.mat.ndim != 2:
+        """_Packed [K + 1, O]: pk.mat with the bias as row K.  Float: made once for a constant
+        filter and bias, None when the filter is not a plain matrix; quantized: the stage
+        cache's (_StageCache.aug) for its constant filter and bias, else None."""
+        if self.quant:
+            st = self.stages
+            if st.aug is not None and pk is st.packed.val and bias is st.bias_src:
+                return st.aug[1]
+            return None
+        if pk.mat.ndim != 2:
             return None
         c = self._aug
         if c is not None and c[0] is pk and c[1] is bias and bias is self._bias_const:
             return c[2]
         b = self.fbias.get(bias)
-        m = np.concatenate([pk.mat, b.reshape(1, -1).astype(pk.dtype)])
+        m = _Packed(np.concatenate([pk.mat, b.reshape(1, -1).astype(pk.dtype)]), pk.dtype, 0.0)
         self._aug = (pk, bias, m)
         return m
 
@@ -621,7 +675,10 @@ def _conv_blocks(xp, pk, geom, on, epi, groups, bufs, aug, raw_zp=None):
     patches then get a column of ones, so the GEMM adds the bias (the last term of every sum,
     as the separate pass would) and the epilogue only applies the activation: one pass over
     the output fewer.  Used where the patches are copied anyway, or where copying the input
-    costs less than a pass over the output (O >= 2 C).
+    costs less than a pass over the output (O >= 2 C).  Quantized, aug (_StageCache.aug) is
+    taken on every path: the patches always get their column of ones and the GEMM (into the
+    accumulator block) adds the bias; the raw 1x1 path then centres each block by raw_zp
+    whole, its ones column first set to 1 + raw_zp.
     raw_zp (a quantized 1x1 layer without padding): xp is the raw NHWC input, each block of
     it is cast and centred by raw_zp into the patch block just before its GEMM, so the input's
     compute-dtype copy stays in cache instead of being written whole first (in-process, side
@@ -631,17 +688,43 @@ def _conv_blocks(xp, pk, geom, on, epi, groups, bufs, aug, raw_zp=None):
     o = on.shape[3]
     mat = pk.mat
     direct = (not epi.quant) and on.dtype == pk.dtype and on.flags.c_contiguous
-    if not direct or groups != 1:
+    if groups != 1 or not (direct or epi.quant):
         aug = None
+    qaug = aug if epi.quant else None       # quantized: the bias row in the GEMM (always taken)
     if kh == 1 and kw == 1 and groups == 1:
         src = xp[:, ::sh, ::sw][:, :oh, :ow] if (sh > 1 or sw > 1 or xp.shape[1] != oh
                                                   or xp.shape[2] != ow) else xp
-        if aug is not None and o >= 2 * c:
+        if aug is not None and (qaug is not None or o >= 2 * c):
             npix = n * oh * ow
-            xa = bufs.array("ones", (npix, c + 1), pk.dtype, init=_ones_last_column)
-            xa[:, :c].reshape(src.shape)[...] = src
-            np.matmul(xa, aug, out=on.reshape(-1, o))                        # GEMM + bias
-            Q.apply_float_activation(on, epi.fuse)
+            if qaug is None or npix * o <= _SMALL_PREP:
+                xa = bufs.array("ones", (npix, c + 1), pk.dtype, init=_ones_last_column)
+                xa[:, :c].reshape(src.shape)[...] = src
+                if qaug is not None:
+                    if raw_zp:
+                        np.subtract(xa[:, :c], pk.dtype(raw_zp), out=xa[:, :c])
+                    acc = bufs.array("acc1", (npix, o), pk.dtype)
+                    _product(xa, qaug, acc)
+                    epi(acc.reshape(on.shape), on, False)
+                    return
+                np.matmul(xa, aug.mat, out=on.reshape(-1, o))                    # GEMM + bias
+                Q.apply_float_activation(on, epi.fuse)
+                return
+            rows = min(oh, _rows_per_block(ow * (c + o) * pk.dtype().itemsize))
+            accb = bufs.array("acc", (rows * ow, o), pk.dtype)
+            zc = pk.dtype(raw_zp or 0)
+            colb = bufs.array("cols+1", (rows * ow, c + 1), pk.dtype, init=_ones_last_column)
+            for b in range(n):
+                for r0 in range(0, oh, rows):
+                    r1 = min(oh, r0 + rows)
+                    np_ = (r1 - r0) * ow
+                    cols = colb[:np_]
+                    cols[:, :c].reshape(r1 - r0, ow, c)[...] = src[b, r0:r1]
+                    if zc:          # centred block by block (the ones column: 1 + zc - zc)
+                        cols[:, c] = 1 + zc
+                        np.subtract(cols, zc, out=cols)
+                    acc = accb[:np_]
+                    _product(cols, qaug, acc)
+                    epi(acc.reshape(r1 - r0, ow, o), on[b, r0:r1], False)
             return
         if src.flags.c_contiguous and direct:
             np.matmul(src.reshape(-1, c), mat, out=on.reshape(-1, o))     # one GEMM
@@ -696,7 +779,12 @@ def _conv_blocks(xp, pk, geom, on, epi, groups, bufs, aug, raw_zp=None):
                 np_ = (r1 - r0) * ow
                 cols = bufs.array("cols+1", (rows * ow, kdim + 1), pk.dtype, init=_ones_last_column)[:np_]
                 _im2col(cols, kdim, win, runs, b, r0, r1)
-                np.matmul(cols, aug, out=dst.reshape(-1, o))                     # GEMM + bias
+                if qaug is not None:
+                    acc = bufs.array("acc", (rows * ow, o), pk.dtype)[:np_]
+                    _product(cols, qaug, acc)
+                    epi(acc.reshape(r1 - r0, ow, o), dst, False)
+                    continue
+                np.matmul(cols, aug.mat, out=dst.reshape(-1, o))                 # GEMM + bias
                 Q.apply_float_activation(dst, epi.fuse)
             elif groups == 1:
                 np_ = (r1 - r0) * ow
@@ -763,7 +851,7 @@ def _conv_blocks_transposed(win, pk, on, epi, bufs, aug, rows, direct):
     n, oh, ow, kh, kw, c = win.shape
     o = on.shape[3]
     kdim = kh * kw * c
-    mat = pk.mat if aug is None else aug
+    mat = pk.mat if aug is None else aug.mat
     k = mat.shape[0]
     colsT = bufs.array("colsT", (k, rows * ow), pk.dtype, init=_ones_last_row if aug is not None else None)
     for b in range(n):
@@ -804,7 +892,7 @@ def _conv_like_build(op, ins, outs, L, groups_of=None):
 
     packed = _packed_filter(ins, o, False, arrange)
     whole = groups == 1 and _one_pixel(nchw, n, h, w, kh, kw, pads, dil, packed)
-    res = _Output(ins, outs, fuse, packed, one_pixel=False if whole else None, fold=True)
+    res = _Output(ins, outs, fuse, packed, one_pixel=False if whole else None, fold=True, in_product=groups == 1 and _BIAS_IN_PRODUCT)
     scratch = Scratch()
     one = res.one
     bias_const = ins[2].value
@@ -825,7 +913,7 @@ def _conv_like_build(op, ins, outs, L, groups_of=None):
         zx, fill = res.centring(pk, i[2])
         try:
             if raw:                 # cast and centred block by block inside _conv_blocks
-                _conv_blocks(i[0], pk, geom, on, res.epilogue(pk, i[2]), 1, bufs, None, zx)
+                _conv_blocks(i[0], pk, geom, on, res.epilogue(pk, i[2]), 1, bufs, res.augmented(pk, i[2]), zx)
                 return
             xp = prepare_input(i[0], nchw, (pt, pb, pl, pr), pk.dtype, zx, bufs, fill)
             aug = res.augmented(pk, i[2]) if groups == 1 else None
