@@ -43,7 +43,7 @@ _BLOCK_BYTES = 1 << 20          # working-set target of one block of output rows
 _NARROW_RUN = 16                # KW*C below this (and no run view): patches gathered transposed
 _RUN_BYTES = 48                 # filter-row runs of 48..256 bytes: im2col copies them as items
 _RUN_MAX = 256
-_FEW_ROWS = 16                  # _product: quantized GEMMs of at most this many patches ...
+_FEW_ROWS = 64                  # _product: quantized GEMMs of at most this many patches ...
 _WIDE_O = 128                   # ... by at least this many output channels run transposed
 _CLEAN_OVER_FOLDED = True       # _StageCache: the unfolded stage where it needs no fix-up ...
 _CLEAN_TRY_SHARE = 96           # ... tried where the folded one leaves at most 1 channel in this many
@@ -395,12 +395,14 @@ class _Packed:
 
 def _product(cols, pk, out):
     """out[...] = cols @ pk.mat.  A quantized product of at most _FEW_ROWS patches by a wide
-    filter (at least _WIDE_O output channels: a 3x3 map's 1x1 convolution) runs as
-    (mat.T @ cols.T).T with the transposed filter kept: OpenBLAS repacks the whole filter for
-    either form, but runs the few-row case faster with the filter as the first operand
-    (in-process, alternating: FaceNet, whose 3x3-map layers have 9 patches by 192-1792
-    channels, 3.4-7.5 % faster a run; the exact integer sums are the same in any order).  Float
-    filters keep one form (their sums' rounding follows the order)."""
+    filter (at least _WIDE_O output channels: the 1x1 convolutions of an 8x8 or smaller map)
+    runs as (mat.T @ cols.T).T with the transposed filter kept: OpenBLAS repacks the whole
+    filter for either form, but runs the few-row case faster with the filter as the first
+    operand (in-process, alternating: FaceNet, whose 3x3-map layers have 9 patches by
+    192-1792 channels, 3.4-7.5 % faster a run; raising the limit from 16 to 64 patches, its
+    8x8-map layers, 3-4 % more; alone, 64 x 1792 by 192 channels 809 -> 579 us with filters
+    out of cache, and no gain left at 289 patches; the exact integer sums are the same in any
+    order).  Float filters keep one form (their sums' rounding follows the order)."""
     mat = pk.mat
     if cols.shape[0] <= _FEW_ROWS and mat.shape[1] >= _WIDE_O and pk.bound:
         mt = pk.mat_t
