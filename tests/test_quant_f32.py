@@ -363,13 +363,21 @@ def test_output_stage_large_biases_against_the_scalar_reference():
 
 
 @pytest.mark.parametrize("h,o", [(3, 256), (4, 128), (5, 300), (3, 64), (8, 192), (9, 128)])
-def test_conv_few_patches_wide_filter(h, o):
+def test_conv_few_patches_wide_filter(monkeypatch, h, o):
     """A quantized 1x1 convolution on a small map (9 to 81 patches) with many output
     channels: up to 64 patches by at least 128 channels, the product runs transposed
-    (conv._product); against the exact integer reference either way."""
+    (conv._product), the filter held once (its matrix a view of the transposed copy);
+    against the exact integer reference either way."""
     import nnapi_py as nn
     from nnapi_py import constants as C
     from nnapi_py.ops import conv as CV
+    held = []
+    orig = CV._Packed.transposed_only
+
+    def spy(self):
+        orig(self)
+        held.append(self)
+    monkeypatch.setattr(CV._Packed, "transposed_only", spy)
     c = 200
     x = rng.integers(0, 256, (1, h, h, c)).astype(np.uint8)
     w = rng.integers(0, 256, (o, 1, 1, c)).astype(np.uint8)
@@ -386,7 +394,11 @@ def test_conv_few_patches_wide_filter(h, o):
     want = _conv_ref(x, w, b, 90, 120, real, 110, 0, 255)
     np.testing.assert_array_equal(got, want)
     assert len(np.unique(want)) > 30
-    assert (h * h <= CV._FEW_ROWS and o >= CV._WIDE_O) == (h * h <= 64 and o >= 128)
+    few = h * h <= 64 and o >= 128
+    assert (h * h <= CV._FEW_ROWS and o >= CV._WIDE_O) == few
+    assert len(held) == few
+    for pk in held:
+        assert pk.mat_t.flags.c_contiguous and np.shares_memory(pk.mat, pk.mat_t)
 
 
 def test_prepare_f32_second_search_proves_more_and_stays_exact(monkeypatch):

@@ -392,6 +392,14 @@ class _Packed:
         self.wsums = wsums      # quantized: per output channel, (sum of w, sum of |w|), centred w
         self.mat_t = None       # _product: the matrix transposed, [O, K], made at first use
 
+    def transposed_only(self):
+        """For a layer whose every product has at most _FEW_ROWS patches (_product then always
+        runs with the transposed filter): mat_t made now and mat its view, so the filter is
+        held once instead of twice (FaceNet's 8x8-map layers: some 40 MB)."""
+        if self.mat_t is None:
+            self.mat_t = np.ascontiguousarray(self.mat.T)
+            self.mat = self.mat_t.T
+
 
 def _product(cols, pk, out):
     """out[...] = cols @ pk.mat.  A quantized product of at most _FEW_ROWS patches by a wide
@@ -537,6 +545,7 @@ class _StageCache:
             if pk.dtype == np.float32 and not (st.prepare_f32(self.qs.out.dtype) and st.f32_fix is None):
                 continue
             mat = np.concatenate([pk.mat, bias.reshape(1, -1).astype(pk.dtype)])
+            pk.mat = mat[:-1]       # the filter as a view of the augmented one: one copy kept
             return st, _Packed(mat, pk.dtype, total), fold
         return None
 
@@ -894,10 +903,20 @@ def _conv_like_build(op, ins, outs, L, groups_of=None):
 
     packed = _packed_filter(ins, o, False, arrange)
     whole = groups == 1 and _one_pixel(nchw, n, h, w, kh, kw, pads, dil, packed)
-    res = _Output(ins, outs, fuse, packed, one_pixel=False if whole else None, fold=True, in_product=groups == 1 and _BIAS_IN_PRODUCT)
+    res = _Output(ins, outs, fuse, packed, one_pixel=False if whole else None, fold=True,
+                  in_product=groups == 1 and _BIAS_IN_PRODUCT)
     scratch = Scratch()
     one = res.one
     bias_const = ins[2].value
+    pk0 = packed.val
+    if res.quant and one is None and pk0 is not None and groups == 1 and n * oh * ow <= _FEW_ROWS \
+            and o >= _WIDE_O and pk0.bound:
+        aug0 = res.augmented(pk0, bias_const)
+        if aug0 is not None:        # the bias row's matrix is the one multiplied: pk0.mat views it
+            aug0.transposed_only()
+            pk0.mat = aug0.mat[:-1]
+        else:
+            pk0.transposed_only()
 
     filter_src = packed.src
     raw = res.quant and groups == 1 and (kh, kw) == (1, 1) and not nchw and not any(pads)
