@@ -48,6 +48,7 @@ _WIDE_O = 128                   # ... by at least this many output channels run 
 _CLEAN_OVER_FOLDED = True       # _StageCache: the unfolded stage where it needs no fix-up ...
 _CLEAN_TRY_SHARE = 96           # ... tried where the folded one leaves at most 1 channel in this many
 _BIAS_IN_PRODUCT = True        # _StageCache: a per-tensor quantized layer's bias summed by its GEMM
+_F64_IN_PRODUCT = True         # ... also where its stage stays on float64
 _SMALL_PREP = 4096              # 1x1 outputs of at most this many values: one GEMM, no row blocks
 
 
@@ -467,12 +468,17 @@ class _StageCache:
         self.folded = False
         if packed.val is not None and bias_value is not None:
             pk = packed.val
-            if in_product and one_pixel is None and xtype is not None:
+            prod = in_product and one_pixel is None and xtype is not None
+            if prod:
                 self.aug = self._in_product(pk, bias_value, zx, xtype)
+            if self.aug is None:
+                self._bias_in_stage(pk, bias_value, one_pixel, zx, xtype)
+                if prod and pk.dtype == np.float32 and not self.const.f32 and _F64_IN_PRODUCT:
+                    # neither proves float32: the float64 evaluation either way, cheaper with
+                    # one multiplier and constant for all channels (and the input uncentred)
+                    self.aug = self._in_product(pk, bias_value, zx, xtype, f32=False)
             if self.aug is not None:
                 self.const, _, self.folded = self.aug
-            else:
-                self._bias_in_stage(pk, bias_value, one_pixel, zx, xtype)
             dims = qs.out.dims
             if self.one is None and dims is not None and all(dims):
                 self.const.prepare_small(int(np.prod(dims)))
@@ -515,7 +521,7 @@ class _StageCache:
         st = self.qs.stage(bias, bound)
         return st if st.prepare_f32(self.qs.out.dtype) else None
 
-    def _in_product(self, pk, bias_value, zx, xtype):
+    def _in_product(self, pk, bias_value, zx, xtype, f32=True):
         """(stage, packed, folded) where the GEMM itself adds the bias, for a per-tensor
         multiplier: the filter matrix [K, O] gets the bias b' as row K and the patches a
         column of ones, so channel o's accumulator is y = sum x w + b'[o], the same integer
@@ -527,7 +533,8 @@ class _StageCache:
         machine).  folded: b' = b - zx sum w with the input uncentred (as _folded_stage),
         else b' = b with the input centred, tried in that order.  A float32 product needs
         its stage's float32 form proven without a fix-up; None where nothing qualifies (the
-        bias then stays in the stage)."""
+        bias then stays in the stage).  f32=False (neither this nor the per-channel stage
+        proves float32): the first that is exact, for the float64 evaluation."""
         if np.ndim(self.qs.reals) != 0 or pk.wsums is None or pk.mat.ndim != 2 or not pk.mat.size:
             return None
         lo, hi = Q.qrange(xtype)
@@ -542,7 +549,7 @@ class _StageCache:
             if exact_dtype(total) != pk.dtype:
                 continue
             st = self.qs.stage(None, total)
-            if pk.dtype == np.float32 and not (st.prepare_f32(self.qs.out.dtype) and st.f32_fix is None):
+            if f32 and pk.dtype == np.float32 and not (st.prepare_f32(self.qs.out.dtype) and st.f32_fix is None):
                 continue
             mat = np.concatenate([pk.mat, bias.reshape(1, -1).astype(pk.dtype)])
             pk.mat = mat[:-1]       # the filter as a view of the augmented one: one copy kept
