@@ -203,9 +203,6 @@ class Add(Binary):
     name = "ADD"
     ufunc = staticmethod(np.add)
 
-    def quant_table(self, a, b, out, fuse):
-        return _add_sub_table(a, b, out, fuse, negate_second=False)
-
     def quant_kernel(self, a, b, out, fuse):
         return _add_sub_kernel(a, b, out, fuse, negate_second=False)
 
@@ -215,9 +212,6 @@ class Sub(Binary):
     name = "SUB"
     ufunc = staticmethod(np.subtract)
     type_levels = {F32: 2, F16: 3, Q8: 3, Q8S: 4, I32: 4}
-
-    def quant_table(self, a, b, out, fuse):
-        return _add_sub_table(a, b, out, fuse, negate_second=True)
 
     def quant_kernel(self, a, b, out, fuse):
         return _add_sub_kernel(a, b, out, fuse, negate_second=True)
