@@ -685,6 +685,14 @@ def _ones_last_column(a):
     a[:, -1] = 1
 
 
+def _patch_block(bufs, aug, npix, k, dtype):
+    """The kept patch block [npix, k], with a last column of ones when the GEMM adds the bias
+    (aug)."""
+    if aug is None:
+        return bufs.array("cols", (npix, k), dtype)
+    return bufs.array("cols+1", (npix, k + 1), dtype, init=_ones_last_column)
+
+
 def _conv_blocks(xp, pk, geom, on, epi, groups, bufs, aug, raw_zp=None):
     """xp: padded NHWC input (compute dtype); pk.mat: [KH*KW*Cg, O] (groups == 1) or
     [G, KH*KW*Cg, Og]; on: NHWC view of the output.  Accumulators reach the epilogue as
@@ -696,7 +704,7 @@ def _conv_blocks(xp, pk, geom, on, epi, groups, bufs, aug, raw_zp=None):
     costs less than a pass over the output (O >= 2 C).  Quantized, aug (_StageCache.aug) is
     taken on every path: the patches always get their column of ones and the GEMM (into the
     accumulator block) adds the bias; the raw 1x1 path then centres each block by raw_zp
-    whole, its ones column first set to 1 + raw_zp.
+    whole, its ones column first set to 1 + raw_zp (a few pixels take that block loop too).
     raw_zp (a quantized 1x1 layer without padding): xp is the raw NHWC input, each block of
     it is cast and centred by raw_zp into the patch block just before its GEMM, so the input's
     compute-dtype copy stays in cache instead of being written whole first (in-process, side
@@ -712,68 +720,46 @@ def _conv_blocks(xp, pk, geom, on, epi, groups, bufs, aug, raw_zp=None):
     if kh == 1 and kw == 1 and groups == 1:
         src = xp[:, ::sh, ::sw][:, :oh, :ow] if (sh > 1 or sw > 1 or xp.shape[1] != oh
                                                   or xp.shape[2] != ow) else xp
-        if aug is not None and (qaug is not None or o >= 2 * c):
+        if aug is not None and qaug is None and o >= 2 * c:
             npix = n * oh * ow
-            if qaug is None or npix * o <= _SMALL_PREP:
-                xa = bufs.array("ones", (npix, c + 1), pk.dtype, init=_ones_last_column)
-                xa[:, :c].reshape(src.shape)[...] = src
-                if qaug is not None:
-                    if raw_zp:
-                        np.subtract(xa[:, :c], pk.dtype(raw_zp), out=xa[:, :c])
-                    acc = bufs.array("acc1", (npix, o), pk.dtype)
-                    _product(xa, qaug, acc)
-                    epi(acc.reshape(on.shape), on, False)
-                    return
-                np.matmul(xa, aug.mat, out=on.reshape(-1, o))                    # GEMM + bias
-                Q.apply_float_activation(on, epi.fuse)
-                return
-            rows = min(oh, _rows_per_block(ow * (c + o) * pk.dtype().itemsize))
-            accb = bufs.array("acc", (rows * ow, o), pk.dtype)
-            zc = pk.dtype(raw_zp or 0)
-            colb = bufs.array("cols+1", (rows * ow, c + 1), pk.dtype, init=_ones_last_column)
-            for b in range(n):
-                for r0 in range(0, oh, rows):
-                    r1 = min(oh, r0 + rows)
-                    np_ = (r1 - r0) * ow
-                    cols = colb[:np_]
-                    cols[:, :c].reshape(r1 - r0, ow, c)[...] = src[b, r0:r1]
-                    if zc:          # centred block by block (the ones column: 1 + zc - zc)
-                        cols[:, c] = 1 + zc
-                        np.subtract(cols, zc, out=cols)
-                    acc = accb[:np_]
-                    _product(cols, qaug, acc)
-                    epi(acc.reshape(r1 - r0, ow, o), on[b, r0:r1], False)
+            xa = bufs.array("ones", (npix, c + 1), pk.dtype, init=_ones_last_column)
+            xa[:, :c].reshape(src.shape)[...] = src
+            np.matmul(xa, aug.mat, out=on.reshape(-1, o))                        # GEMM + bias
+            Q.apply_float_activation(on, epi.fuse)
             return
         if src.flags.c_contiguous and direct:
             np.matmul(src.reshape(-1, c), mat, out=on.reshape(-1, o))     # one GEMM
             epi(on, on, True)
             return
         npix = n * oh * ow
-        if npix * o <= _SMALL_PREP and src.flags.c_contiguous and raw_zp is None:   # a few pixels: one GEMM
-            acc = bufs.array("acc1", (npix, o), pk.dtype)
+        if npix * o <= _SMALL_PREP and src.flags.c_contiguous and raw_zp is None and qaug is None:
+            acc = bufs.array("acc1", (npix, o), pk.dtype)                  # a few pixels: one GEMM
             _product(src.reshape(-1, c), pk, acc)
             epi(acc.reshape(on.shape), on, False)                      # on may be NCHW's view
             return
         rows = min(oh, _rows_per_block(ow * (c + o) * pk.dtype().itemsize))
         accb = None if direct else bufs.array("acc", (rows * ow, o), pk.dtype)
+        zc = pk.dtype(raw_zp or 0)
         for b in range(n):
             for r0 in range(0, oh, rows):
                 r1 = min(oh, r0 + rows)
                 blk = src[b, r0:r1]
-                if blk.flags.c_contiguous and raw_zp is None:
+                if qaug is None and blk.flags.c_contiguous and raw_zp is None:
                     cols = blk.reshape(-1, c)
                 else:
-                    cols = bufs.array("cols", (rows * ow, c), pk.dtype)[:(r1 - r0) * ow]
-                    cols.reshape(blk.shape)[...] = blk
-                    if raw_zp:
-                        np.subtract(cols, pk.dtype(raw_zp), out=cols)
+                    cols = _patch_block(bufs, qaug, rows * ow, c, pk.dtype)[:(r1 - r0) * ow]
+                    cols[:, :c].reshape(blk.shape)[...] = blk
+                    if zc:          # centred block by block (a ones column: 1 + zc - zc)
+                        if qaug is not None:
+                            cols[:, c] = 1 + zc
+                        np.subtract(cols, zc, out=cols)
                 dst = on[b, r0:r1]
                 if direct:
                     np.matmul(cols, mat, out=dst.reshape(-1, o))
                     epi(dst, dst, True)
                 else:
                     acc = accb[:(r1 - r0) * ow]
-                    _product(cols, pk, acc)
+                    _product(cols, pk if qaug is None else qaug, acc)
                     epi(acc.reshape(r1 - r0, ow, o), dst, False)
         return
     seen = bufs.get("win")
@@ -793,27 +779,19 @@ def _conv_blocks(xp, pk, geom, on, epi, groups, bufs, aug, raw_zp=None):
         for r0 in range(0, oh, rows):
             r1 = min(oh, r0 + rows)
             dst = on[b, r0:r1]
-            if groups == 1 and aug is not None:
+            if groups == 1:
                 np_ = (r1 - r0) * ow
-                cols = bufs.array("cols+1", (rows * ow, kdim + 1), pk.dtype, init=_ones_last_column)[:np_]
-                _im2col(cols, kdim, win, runs, b, r0, r1)
-                if qaug is not None:
-                    acc = bufs.array("acc", (rows * ow, o), pk.dtype)[:np_]
-                    _product(cols, qaug, acc)
-                    epi(acc.reshape(r1 - r0, ow, o), dst, False)
-                    continue
-                np.matmul(cols, aug.mat, out=dst.reshape(-1, o))                 # GEMM + bias
-                Q.apply_float_activation(dst, epi.fuse)
-            elif groups == 1:
-                np_ = (r1 - r0) * ow
-                cols = bufs.array("cols", (rows * ow, kdim), pk.dtype)[:np_]
+                cols = _patch_block(bufs, aug, rows * ow, kdim, pk.dtype)[:np_]
                 _im2col(cols, kdim, win, runs, b, r0, r1)                       # im2col block
-                if direct:
+                if aug is not None and qaug is None:
+                    np.matmul(cols, aug.mat, out=dst.reshape(-1, o))             # GEMM + bias
+                    Q.apply_float_activation(dst, epi.fuse)
+                elif direct:
                     np.matmul(cols, mat, out=dst.reshape(-1, o))
                     epi(dst, dst, True)
                 else:
                     acc = bufs.array("acc", (rows * ow, o), pk.dtype)[:np_]
-                    _product(cols, pk, acc)
+                    _product(cols, pk if qaug is None else qaug, acc)
                     epi(acc.reshape(r1 - r0, ow, o), dst, False)
             else:
                 cg = c // groups
