@@ -646,3 +646,98 @@ def test_conv_bias_summed_by_the_gemm(monkeypatch, path, zx):
         assert taken == [None, (np.float32, True)]
         return
     assert taken == [(np.float64 if wide else np.float32, not (centred and zx))]
+
+
+def test_prepare_f32_per_channel_bounds():
+    """A per-channel stage given each channel's own accumulator bound (ch_bound: the layer's
+    max |x| times that channel's sum of |w|) proves each channel over its own range only: no
+    more channels are left to the exact fix-up or to float64 than with the one bound for all,
+    most stages fewer, and every stage proven gives the reference's outputs at every
+    accumulator next to every step inside each channel's range, at random ones and at its
+    ends."""
+    gained = 0
+    for seed in range(12):
+        r = np.random.default_rng(700 + seed)
+        nch = 24
+        reals = 10 ** r.uniform(-3.5, -2.0, nch)
+        zp = int(r.integers(-20, 20))
+        lo = -128 if seed % 2 else zp                   # odd seeds: the corrected negative side
+        bias = r.integers(-60000, 60000, nch)
+        ch = (2.0 ** r.uniform(10, 21, nch)).astype(np.int64)    # the channels' own bounds
+        amax = int(ch.max())
+
+        def left(st):
+            if not st.prepare_f32(np.int8):
+                return nch
+            return 0 if st.f32_fix is None else len(st.f32_fix[0])
+        one = left(Q.OutputStage(reals, zp, lo, 127, bias=bias, acc_bound=amax))
+        st = Q.OutputStage(reals, zp, lo, 127, bias=bias, acc_bound=amax, ch_bound=ch)
+        own = left(st)
+        assert own <= one
+        gained += one - own
+        if own == nch:
+            continue
+        y = np.arange(lo + 1, 128)[:, None]
+        steps = np.ceil((y - zp) / reals - bias).astype(np.int64)
+        near = np.clip((steps[None] + np.arange(-4, 5)[:, None, None]).reshape(-1, nch), -ch, ch)
+        wide = np.round(r.uniform(-1, 1, (4096, nch)) * ch).astype(np.int64)
+        ends = np.stack([-ch, ch, ch - 1, 1 - ch, np.zeros(nch, np.int64)] * 4)
+        for acc in (near, wide, ends):
+            acc = acc[: (acc.shape[0] // 4) * 4]
+            np.testing.assert_array_equal(fast(st, acc, np.int8), exact(st, acc, np.int8))
+    assert gained >= 20
+
+
+def test_conv_per_channel_bounds_at_the_extremes(monkeypatch):
+    """Per-channel int8 convolutions whose channels' sums of |w| differ (conv._CH_BOUND: each
+    channel's stage proven over its own range): inputs at the extremes of the input type (the
+    accumulators at the channels' bounds), random ones, and a padded 3x3 layer give the
+    integer reference, the same bytes as with the one bound for all channels."""
+    import nnapi_py as nn
+    from nnapi_py import constants as C
+    from nnapi_py.ops import conv as CV
+    bounds = []
+    orig = Q.OutputStage.__init__
+
+    def spy(self, *a, **kw):
+        orig(self, *a, **kw)
+        bounds.append(self.amax_ch)
+    monkeypatch.setattr(Q.OutputStage, "__init__", spy)
+    for seed in range(4):
+        r = np.random.default_rng(900 + seed)
+        h, c, o, k = 5, 48, 32, (1, 3)[seed % 2]
+        w = r.integers(-127, 128, (o, k, k, c))
+        w = (w * r.uniform(0.05, 1.0, (o, 1, 1, 1))).astype(np.int8)   # sums of |w| 20x apart
+        sx, so = 0.05, 0.3
+        scales = (10 ** r.uniform(-2.8, -1.8, o) * so / sx).astype(np.float32)
+        b = r.integers(-20000, 20000, o).astype(np.int32)
+        xs = [np.full((1, h, h, c), 127, np.int8), np.full((1, h, h, c), -128, np.int8),
+              r.integers(-128, 128, (1, h, h, c)).astype(np.int8)]
+        outs = {}
+        for on in (False, True):
+            monkeypatch.setattr(CV, "_CH_BOUND", on)
+            bounds.clear()
+            m = nn.Model()
+            xi = m.input("x", nn.quant8_asymm_signed(sx, 5), (1, h, h, c))
+            wi = m.constant(w, nn.quant8_symm_per_channel(scales, 0))
+            bi = m.constant(b, nn.OperandType(C.TENSOR_INT32, 0.0, 0))
+            pad = k // 2
+            y = m.op("CONV_2D", xi, wi, bi, pad, pad, pad, pad, 1, 1, 0,
+                     outputs=[(nn.quant8_asymm_signed(so, -3), (1, h, h, o))])
+            m.output(y, "y")
+            comp = m.compile()
+            assert any(bd is not None for bd in bounds) == on
+            outs[on] = [comp.run({"x": x})["y"] for x in xs]
+        reals = (np.float32(sx) * scales).astype(np.float64) / float(np.float32(so))
+        for x, got, base in zip(xs, outs[True], outs[False]):
+            np.testing.assert_array_equal(got, base)
+            xp = np.pad(x.astype(np.int64) - 5, ((0, 0), (pad, pad), (pad, pad), (0, 0)))
+            acc = np.zeros((1, h, h, o), np.int64)
+            for dy in range(k):
+                for dx in range(k):
+                    acc += np.einsum("nhwc,oc->nhwo", xp[:, dy:dy + h, dx:dx + h], w[:, dy, dx].astype(np.int64))
+            want = np.empty_like(got)
+            for q in range(o):
+                ref = np.vectorize(lambda a: scalar_ref(a, b[q], float(reals[q]), -3, -128, 127))
+                want[..., q] = ref(acc[..., q])
+            np.testing.assert_array_equal(got, want)

@@ -47,6 +47,7 @@ _FEW_ROWS = 64                  # _product: quantized GEMMs of at most this many
 _WIDE_O = 128                   # ... by at least this many output channels run transposed
 _CLEAN_OVER_FOLDED = True       # _StageCache: the unfolded stage where it needs no fix-up ...
 _CLEAN_TRY_SHARE = 96           # ... tried where the folded one leaves at most 1 channel in this many
+_CH_BOUND = True               # per-channel stages proven over each channel's own accumulator bound
 _BIAS_IN_PRODUCT = True        # _StageCache: a per-tensor quantized layer's bias summed by its GEMM
 _F64_IN_PRODUCT = True         # ... also where its stage stays on float64
 _SMALL_PREP = 4096              # 1x1 outputs of at most this many values: one GEMM, no row blocks
@@ -383,15 +384,24 @@ class _Epilogue:
 class _Packed:
     """A filter prepared for one op: matrix (or taps) in the compute dtype, and for quantized
     filters the bound of |partial sums| (to choose float32/float64 and check int64 headroom)."""
-    __slots__ = ("mat", "dtype", "bound", "phases", "wsums", "mat_t")
+    __slots__ = ("mat", "dtype", "bound", "phases", "wsums", "mat_t", "cmax")
 
-    def __init__(self, mat, dtype, bound, wsums=None):
+    def __init__(self, mat, dtype, bound, wsums=None, cmax=None):
         self.mat = mat
         self.dtype = dtype
         self.bound = bound
         self.phases = {}        # depthwise: (stride, phase) -> that phase's taps, contiguous
         self.wsums = wsums      # quantized: per output channel, (sum of w, sum of |w|), centred w
         self.mat_t = None       # _product: the matrix transposed, [O, K], made at first use
+        self.cmax = cmax        # quantized: max |x - zx| of the input (bound = cmax max sum|w|)
+
+    def ch_bound(self, cmax=None):
+        """Per output channel, the bound of |sum x w| for inputs of at most cmax (default: the
+        centred input's) in magnitude; None where unknown."""
+        if self.wsums is None:
+            return None
+        cmax = self.cmax if cmax is None else cmax
+        return None if cmax is None else float(cmax) * self.wsums[1]
 
     def transposed_only(self):
         """For a layer whose every product has at most _FEW_ROWS patches (_product then always
@@ -440,8 +450,9 @@ class _QuantSetup:
         self.out = out
         self.lo, self.hi = Q.activation_range(fuse, out.scale, out.zp, out.type)
 
-    def stage(self, bias, bound):
-        return OutputStage(self.reals, self.out.zp, self.lo, self.hi, bias=bias, acc_bound=bound)
+    def stage(self, bias, bound, ch_bound=None):
+        return OutputStage(self.reals, self.out.zp, self.lo, self.hi, bias=bias, acc_bound=bound,
+                           ch_bound=ch_bound if _CH_BOUND else None)
 
 
 class _StageCache:
@@ -488,7 +499,7 @@ class _StageCache:
         constants."""
         qs = self.qs
         if one_pixel is not None:
-            self.const = qs.stage(bias_value, pk.bound)
+            self.const = qs.stage(bias_value, pk.bound, pk.ch_bound())
             self.one = Q.TableProduct.for_stage(pk.mat, zx, self.const, qs.out.dtype, one_pixel)
         raw = None if self.one is not None or xtype is None else self._folded_stage(pk, bias_value, zx, xtype)
         if raw is not None and raw.f32_fix is not None and _CLEAN_OVER_FOLDED \
@@ -499,14 +510,14 @@ class _StageCache:
             # the fix-up has at most one channel in _CLEAN_TRY_SHARE (over the corpus's
             # quantized CNNs the unfolded stage came out clean only there: a compilation
             # cost, not a result, decision)
-            plain = qs.stage(bias_value, pk.bound)
+            plain = qs.stage(bias_value, pk.bound, pk.ch_bound())
             if plain.prepare_f32(qs.out.dtype) and plain.f32_fix is None:
                 self.const, raw = plain, None
         if raw is not None:
             self.const, self.folded = raw, True
         else:                       # the unfolded stage, made only where it is the one used
             if self.const is None:
-                self.const = qs.stage(bias_value, pk.bound)
+                self.const = qs.stage(bias_value, pk.bound, pk.ch_bound())
             if pk.dtype == np.float32:
                 self.const.prepare_f32(qs.out.dtype)
 
@@ -518,7 +529,7 @@ class _StageCache:
         if exact_dtype(bound) != np.float32:
             return None
         bias = np.asarray(bias_value, np.int64) - int(zx) * pk.wsums[0].astype(np.int64)
-        st = self.qs.stage(bias, bound)
+        st = self.qs.stage(bias, bound, pk.ch_bound(max(abs(lo), abs(hi))))
         return st if st.prepare_f32(self.qs.out.dtype) else None
 
     def _in_product(self, pk, bias_value, zx, xtype, f32=True):
@@ -581,12 +592,10 @@ def _packed_filter(ins, o, out_last, arrange):
             wf = _center_filter(wv, wi)
             per_out = wf.reshape(-1, o).T if out_last else wf.reshape(o, -1)
             wsums = (per_out.sum(1), np.abs(per_out).sum(1))       # exact: float64 integers
-            if wf.size:
-                bound = float(centered_max(ins[0].type, ins[0].zp)) * float(wsums[1].max())
-            else:
-                bound = 0.0
+            cmax = float(centered_max(ins[0].type, ins[0].zp))
+            bound = cmax * float(wsums[1].max()) if wf.size else 0.0
             dtype = exact_dtype(bound)
-            return _Packed(arrange(wf, dtype), dtype, bound, wsums)
+            return _Packed(arrange(wf, dtype), dtype, bound, wsums, cmax)
         return _Packed(arrange(wf, dtype), dtype, bound)
     return Derived(wi.value, pack)
 

@@ -339,10 +339,13 @@ class OutputStage:
     The [.. < 0] correction only changes results <= zp, so it is skipped when the lower clamp is
     >= zp (ReLU, ReLU6).  Per-channel vectors are tiled along whole output rows (numpy's inner
     loops are slow on a short broadcast axis).  acc_bound bounds |acc| for the int64 headroom
-    check (default: the int32 range).
+    check (default: the int32 range); ch_bound (optional, per channel, each at most acc_bound)
+    bounds each channel's own |acc|: prepare_f32 proves every channel over its own range only
+    (a per-channel convolution's channels have sums of |w| several times apart: EfficientNet-
+    Lite0's 112x112x16 projection then proves float32 where the one bound kept float64).
     """
 
-    def __init__(self, reals, zp, lo, hi, bias=None, acc_bound=None):
+    def __init__(self, reals, zp, lo, hi, bias=None, acc_bound=None, ch_bound=None):
         reals = np.atleast_1d(np.asarray(reals, np.float64))
         bias = None if bias is None else np.atleast_1d(np.asarray(bias, np.int64))
         nch = max(len(reals), 1 if bias is None else len(bias))
@@ -356,6 +359,10 @@ class OutputStage:
         self._tiles = {}
         amax = (1 << 31) if acc_bound is None else int(acc_bound) + 1
         self.nch, self.amax = nch, min(amax, 1 << 31)
+        # per channel, the bound of its own accumulators (at most amax): prepare_f32 proves
+        # each channel over its own range only
+        self.amax_ch = None if ch_bound is None else np.minimum(
+            np.broadcast_to(np.asarray(ch_bound, np.float64), (nch,)) + 1, float(self.amax))
         self._steps = None          # the step table of small calls (_small), made at the third
         self._calls = 0
         self._reals = np.array(reals, np.float64)      # for the step table's first guesses
@@ -610,6 +617,9 @@ class OutputStage:
         ok, self.f32, self.f32_fix, self.f32_scaled = first
         return ok
 
+    def _ch_bound(self, sel):
+        return None if self.amax_ch is None else self.amax_ch[sel] - 1
+
     def _prove_f32(self, out_dtype, scaled_ok):
         """prepare_f32's proof, the corrected negative side in the scaled one-term form where
         scaled_ok (and every 2**-e allows it: self._tried_scaled), else in two terms."""
@@ -622,7 +632,8 @@ class OutputStage:
         lo_, hi_ = qrange_of_dtype(dt)
         if not lo_ <= self.lo < self.hi <= hi_:
             return False
-        nch, amax = self.nch, self.amax
+        nch = self.nch
+        amax = self.amax if self.amax_ch is None else self.amax_ch
         q, K, d = self._line
         if not np.all(q > 0):
             return False
@@ -632,7 +643,8 @@ class OutputStage:
             # that).  Only a speed decision: a stage the sample rejects keeps float64
             sel = np.unique(np.linspace(0, nch - 1, _PROBE_CHANNELS).astype(np.int64))
             probe = OutputStage(self._reals[sel], self.zp, self.lo, self.hi,
-                                bias=self._bias[sel].astype(np.int64), acc_bound=amax - 1)
+                                bias=self._bias[sel].astype(np.int64), acc_bound=self.amax - 1,
+                                ch_bound=self._ch_bound(sel))
             if not probe.prepare_f32(out_dtype):
                 return False
         # the negative side's correction: z < zp + 1/2 rounds z - 2**-e instead of z; then
@@ -770,7 +782,8 @@ class OutputStage:
             if nch < 4 or 4 * len(bad) > nch:
                 return False
             self.f32_fix = (bad, OutputStage(self._reals[bad], self.zp, self.lo, self.hi,
-                                             bias=self._bias[bad].astype(np.int64), acc_bound=amax - 1))
+                                             bias=self._bias[bad].astype(np.int64), acc_bound=self.amax - 1,
+                                             ch_bound=self._ch_bound(bad)))
 
         def arr(v):
             return v[0] if np.all(v == v[0]) else v
