@@ -602,3 +602,28 @@ def test_quantize_one_value_takes_the_same_rounding():
         for v, w in zip(x, want):
             (got,) = ok("QUANTIZE", [mk([1], np.array([v], dt))], [t([1], None, scale, zp)])
             assert got.tolist() == [w], (v, got, w)
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_clamp_into_small_and_large_tensors_agree(dt, monkeypatch):
+    """quant.clamp_into takes np.fmax / np.fmin on small tensors (_FMAX_UPTO, _FMAX_FMIN_UPTO)
+    and the clip ufunc plus a NaN fix-up on large ones: the same values either way (NaN ->
+    the lower bound, infinities clamped), at sizes on both sides of each limit."""
+    from nnapi_py.ops import quant as Q
+    r = np.random.default_rng(5)
+    for n in (1, 7, Q._FMAX_FMIN_UPTO, Q._FMAX_FMIN_UPTO + 1, Q._FMAX_UPTO, Q._FMAX_UPTO + 1, 20000):
+        x = (r.standard_normal(n) * 8).astype(dt)
+        x[r.integers(0, n, max(1, n // 50))] = np.nan
+        x[r.integers(0, n, max(1, n // 50))] = np.inf
+        x[r.integers(0, n, max(1, n // 50))] = -np.inf
+        for lo, hi in ((0.0, None), (0.0, 6.0), (-1.0, 1.0)):
+            got = np.empty_like(x)
+            Q.clamp_into(x, lo, hi, got)
+            want = np.where(np.isnan(x), lo, np.minimum(np.maximum(x, lo), np.inf if hi is None else hi))
+            np.testing.assert_array_equal(got, want.astype(dt))
+            monkeypatch.setattr(Q, "_FMAX_UPTO", -1)          # the clip path on the same data
+            monkeypatch.setattr(Q, "_FMAX_FMIN_UPTO", -1)
+            other = np.empty_like(x)
+            Q.clamp_into(x, lo, hi, other)
+            monkeypatch.undo()
+            np.testing.assert_array_equal(other, got)

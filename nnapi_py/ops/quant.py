@@ -64,13 +64,21 @@ def negpart_into(x, out):
         np.minimum(x, 0, out=out)
 
 
+_FMAX_UPTO = 8192         # clamp_into: np.fmax on at most this many values (no upper bound) ...
+_FMAX_FMIN_UPTO = 2048    # ... np.fmax and np.fmin on at most this many (both bounds)
+
+
 def clamp_into(x, lo, hi, out):
     """out = std::min(std::max(lo, x), hi) as the reference's RELU/RELU1/RELU6 compute it:
     NaN becomes lo (hi None: no upper bound; -0.0 may stay -0.0 where the reference returns
     lo = +0.0, equal as numbers).  float32/float64: one clip pass, plus a
     minimum reduction that finds the NaNs clip keeps (2x faster than np.fmax / np.fmin with
-    scalar bounds, see clip_inplace)."""
-    if x.dtype in _CLIP_FAST:
+    scalar bounds, see clip_inplace) -- except on small tensors, where np.fmax (and np.fmin)
+    alone cost less than those three calls: up to _FMAX_UPTO values (RELU) or _FMAX_FMIN_UPTO
+    (both bounds).  This machine: RELU on 16 values 1.2 against 4.3 us, on 4096 4.7 against
+    7.5, on 16384 14.6 against 13.6; RELU6 on 1024 values 4.4 against 6.0, on 4096 9.4 against
+    7.6.  np.fmax returns lo = +0.0 for -0.0, as the reference's std::max(lo, x) does."""
+    if x.dtype in _CLIP_FAST and x.size > (_FMAX_UPTO if hi is None else _FMAX_FMIN_UPTO):
         _CLIP_UFUNC(x, lo, _CLIP_FAST[x.dtype] if hi is None else hi, out=out)
         if out.size and np.isnan(np.minimum.reduce(out, axis=None)):
             np.copyto(out, lo, where=np.isnan(out))
