@@ -152,14 +152,32 @@ _BOOL_OUT = {"EQUAL", "NOT_EQUAL", "GREATER", "GREATER_EQUAL", "LESS", "LESS_EQU
 _INT_OUT = {"ARGMAX", "ARGMIN"}
 
 
+# the exact ranges a Python int (integer types) or float (float types: finite values up to the
+# largest, so none overflows) converts to without loss, for _as_dtype's scalar shortcut
+_SCALAR_RANGES = {np.dtype(t): (int(np.iinfo(t).min), int(np.iinfo(t).max))
+                  for t in (np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64)}
+_SCALAR_RANGES.update({np.dtype(t): (-float(np.finfo(t).max), float(np.finfo(t).max))
+                       for t in (np.float16, np.float32, np.float64)})
+
+
+# Model._add: the ANeuralNetworksOperandType (and its dimensions) of each (code, dims, scale,
+# zero point) met, made once: the library reads it during the call only
+_OPERAND_TYPES: Dict[tuple, tuple] = {}
+
+
 def _as_dtype(value: Any, dtype: np.dtype, what: str) -> np.ndarray:
     """value as an array of dtype, refusing a conversion that loses values.  Allowed: what numpy
     calls a "same_kind" cast (bool -> integer -> float, a narrower type within a kind) when no
     value overflows (no finite float becomes inf), and integer -> integer of either signedness
     when every value fits (a Python list of ints is int64).  Refused: float -> integer, a value
     out of range, anything else numpy would not cast "same_kind" (complex, strings, objects)."""
-    a = value if isinstance(value, np.ndarray) else np.asarray(value)
     dtype = np.dtype(dtype)
+    if type(value) in (int, float):     # a Python scalar (every scalar operand): its bounds
+        fast = _SCALAR_RANGES.get(dtype)  # checked directly (the general path below: ~6 us)
+        if fast is not None and (type(value) is int or dtype.kind == "f") and \
+                (fast[0] <= value <= fast[1] or value != value or (dtype.kind == "f" and math.isinf(value))):
+            return np.array(value, dtype)
+    a = value if isinstance(value, np.ndarray) else np.asarray(value)
     if a.dtype == dtype:
         return a
     if a.dtype.kind in "iu" and dtype.kind in "iu":
@@ -295,10 +313,16 @@ class Model:
     def _add(self, t: OperandType, dims: Sequence[int], name: str) -> Operand:
         ffi, lib = _api()
         dims = tuple(int(d) for d in dims)
-        d = ffi.new("uint32_t[]", dims) if dims else ffi.NULL
-        ot = ffi.new("ANeuralNetworksOperandType*", {"type": t.code, "dimensionCount": len(dims), "dimensions": d,
-                                                     "scale": t.scale, "zeroPoint": t.zero_point})
-        _check(lib.ANeuralNetworksModel_addOperand(self.handle, ot), "ANeuralNetworksModel_addOperand")
+        key = (t.code, dims, t.scale, t.zero_point)
+        ot = _OPERAND_TYPES.get(key)
+        if ot is None:                  # read-only once made: one per type and shape (~2 us)
+            d = ffi.new("uint32_t[]", dims) if dims else ffi.NULL
+            ot = (ffi.new("ANeuralNetworksOperandType*", {"type": t.code, "dimensionCount": len(dims),
+                                                          "dimensions": d, "scale": t.scale,
+                                                          "zeroPoint": t.zero_point}), d)
+            if len(_OPERAND_TYPES) < 1024:
+                _OPERAND_TYPES[key] = ot
+        _check(lib.ANeuralNetworksModel_addOperand(self.handle, ot[0]), "ANeuralNetworksModel_addOperand")
         o = Operand(self, len(self.operands), t, dims, name or f"t{len(self.operands)}")
         self.operands.append(o)
         if t.channel_scales is not None:
@@ -403,10 +427,11 @@ class Model:
                 if name in ("IF", "WHILE") or (first is not None and not first.dims):
                     shape = ()
             outs.append(self._add(t, shape, names[k] if k < len(names) else f"{name.lower()}_{len(self.operands)}"))
-        _check(lib.ANeuralNetworksModel_addOperation(self.handle, code, len(ins), ffi.new("uint32_t[]", [o.index for o in ins]),
-                                                     len(outs), ffi.new("uint32_t[]", [o.index for o in outs])),
+        ii, oo = [o.index for o in ins], [o.index for o in outs]
+        _check(lib.ANeuralNetworksModel_addOperation(self.handle, code, len(ii), ffi.new("uint32_t[]", ii),
+                                                     len(oo), ffi.new("uint32_t[]", oo)),
                f"ANeuralNetworksModel_addOperation({name})")
-        self.operations.append((name, [o.index for o in ins], [o.index for o in outs]))
+        self.operations.append((name, ii, oo))
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def _default_outputs(self, name, ins, first):

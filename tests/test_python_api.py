@@ -207,6 +207,27 @@ def test_lossy_conversions_are_refused():
         k.op("ADD", k.input("i", nn.int32, (1,)), np.int32([1]), 2 ** 40)
 
 
+def test_python_scalars_convert_as_arrays_do():
+    """Model.op's Python numbers take a shortcut (nn._SCALAR_RANGES: a bounds check instead of
+    numpy reductions): it accepts and refuses exactly what the general conversion does, at the
+    edges of int32, float32 and float16."""
+    from nnapi_py import nn as N
+    for v, dt in ((2 ** 31 - 1, np.int32), (-2 ** 31, np.int32), (255, np.uint8), (0, np.uint8),
+                  (3.4028234663852886e38, np.float32), (-3.4028234663852886e38, np.float32),
+                  (65504.0, np.float16), (float("nan"), np.float32), (float("inf"), np.float16),
+                  (-float("inf"), np.float32), (1e-50, np.float32), (7, np.float32), (-1, np.float64)):
+        fast = N._as_dtype(v, dt, "s")
+        general = N._as_dtype(np.asarray(v), dt, "s")
+        assert fast.dtype == general.dtype == dt and fast.shape == ()
+        np.testing.assert_array_equal(fast, general)
+    for v, dt, match in ((2 ** 31, np.int32, "does not fit int32"), (-2 ** 31 - 1, np.int32, "does not fit"),
+                         (256, np.uint8, "does not fit uint8"), (-1, np.uint8, "does not fit uint8"),
+                         (3.5e38, np.float32, "overflows float32"), (70000.0, np.float16, "overflows float16"),
+                         (2 ** 200, np.float32, "overflow|does not|convert"), (1.5, np.int32, "do not convert")):
+        with pytest.raises(ValueError, match=match):
+            N._as_dtype(v, dt, "s")
+
+
 def test_duplicate_input_and_output_names_are_refused():
     m = nn.Model()
     x = m.input("x", nn.float32, (2,))
@@ -420,3 +441,48 @@ def test_cflags_libs_from_any_directory(tmp_path):
     r = subprocess.run([sys.executable, "-m", "nnapi_py", "--cflags", "--libs"], capture_output=True, text=True,
                        cwd=tmp_path, env=dict(os.environ, PYTHONPATH=ROOT))
     assert r.returncode == 0 and "-lneuralnetworks" in r.stdout and "-I" in r.stdout
+
+
+def test_batched_operands_decode_alike_few_or_many(monkeypatch):
+    """addOperand calls batched on the C side reach the model when flushed: a few records are
+    read with struct (_capi._FEW_RECORDS), a long batch with numpy's field columns; both give
+    the model the same types, dimensions, scales and zero points."""
+    from nnapi_py import _capi, ffi, lib
+    kinds = [(3, [2, 3]), (0, []), (5, [1, 4, 4, 8]), (14, [7]), (1, []), (3, [0, 5]), (12, [2, 2, 2])]
+
+    def build():
+        p = ffi.new("ANeuralNetworksModel**")
+        assert lib.ANeuralNetworksModel_create(p) == 0
+        keep = []
+        for k in range(40):
+            code, dims = kinds[k % len(kinds)]
+            d = ffi.new("uint32_t[]", dims) if dims else ffi.NULL
+            scale, zp = {5: (0.5, 3), 14: (0.25, -7), 12: (0.125, 40000)}.get(code, (0.0, 0))
+            t = ffi.new("ANeuralNetworksOperandType*", {"type": code, "dimensionCount": len(dims),
+                                                         "dimensions": d, "scale": scale, "zeroPoint": zp})
+            keep.append((t, d))
+            assert lib.ANeuralNetworksModel_addOperand(p[0], t) == 0
+            if k % 3 == 2 and _capi._FEW_RECORDS:        # flushes of 1-3 records in between
+                lib.ANeuralNetworksModel_setOperandValue(p[0], 999, ffi.NULL, 0)
+        lib.ANeuralNetworksModel_setOperandValue(p[0], 999, ffi.NULL, 0)    # flush the rest (BAD_DATA)
+        m = _capi._H[int(ffi.cast("uintptr_t", p[0]))]
+        got = (list(m.types), list(m.dims), list(m.scales), list(m.zps))
+        lib.ANeuralNetworksModel_free(p[0])
+        return got
+    unpacked = []
+
+    class Counting:                     # _REC_STRUCT, counting the struct path's flushes
+        def __init__(self, s):
+            self.s = s
+
+        def iter_unpack(self, b):
+            unpacked.append(len(b) // self.s.size)
+            return self.s.iter_unpack(b)
+    monkeypatch.setattr(_capi, "_REC_STRUCT", Counting(_capi._REC_STRUCT))
+    few = build()
+    assert sum(unpacked) == 39 and max(unpacked) <= 3        # all but the first (the Python path), a few at a time
+    monkeypatch.setattr(_capi, "_FEW_RECORDS", 0)
+    many = build()
+    assert sum(unpacked) == 39                               # none through struct this time
+    assert few == many and len(few[0]) == 40
+    assert few[1][:4] == [(2, 3), (), (1, 4, 4, 8), (7,)] and few[2][2] == 0.5 and few[3][3] == -7
