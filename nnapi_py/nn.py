@@ -634,6 +634,7 @@ class Execution:
         self._bound = None
         self._pinned: Tuple[Dict[str, np.ndarray], Dict[str, np.ndarray]] = ({}, {})   # bind(): the caller's arrays
         self._views = None          # run(copy=False) result with fixed output shapes, made once
+        self._fixed = None          # {name: view of its buffer} of the fully specified outputs
         self._scratch = (ffi.new("uint32_t*"), ffi.new("uint32_t[]", 32))    # rank / dimensions
         if reusable:
             _check(lib.ANeuralNetworksExecution_setReusable(self.handle, True), "ANeuralNetworksExecution_setReusable")
@@ -774,8 +775,13 @@ class Execution:
         result = {}
         r, d = self._scratch
         bufs = self._bound[1]
+        fixed = self._fixed
+        if fixed is None:                       # fully specified outputs: their views, made once
+            fixed = self._fixed = {o.name: bufs[o.name][:math.prod(o.dims)].reshape(o.dims)
+                                   for o in m.outputs if o.dims and all(o.dims)}
         for k, o in enumerate(m.outputs):
-            if o.dims and all(o.dims):          # fully specified: the shape cannot change, no query
+            v = fixed.get(o.name)
+            if v is not None:                   # the shape cannot change: no query
                 shape = o.dims
             else:
                 rc = lib.ANeuralNetworksExecution_getOutputOperandRank(self.handle, k, r)
@@ -789,7 +795,7 @@ class Execution:
                     if rc:
                         _check(rc, "ANeuralNetworksExecution_getOutputOperandDimensions")
                     shape = tuple(d[0:r[0]])
-            v = bufs[o.name][:math.prod(shape)].reshape(shape)
+                v = bufs[o.name][:math.prod(shape)].reshape(shape)
             dst = copy_out.get(o.name)
             if dst is not None:                 # this run's result into the caller's array
                 dst = _writable_target(dst, o, "output")
