@@ -633,8 +633,8 @@ class Execution:
         self._names: Dict[str, frozenset] = {}     # "input" / "output" -> the model's names (checked per run)
         self._bound = None
         self._pinned: Tuple[Dict[str, np.ndarray], Dict[str, np.ndarray]] = ({}, {})   # bind(): the caller's arrays
-        self._views = None          # run(copy=False) result with fixed output shapes, made once
-        self._fixed = None          # {name: view of its buffer} of the fully specified outputs
+        self._fixed = None          # {name: view of its buffer} of the fully specified outputs (made
+        #                             once; with every output fixed, also run(copy=False)'s result)
         self._scratch = (ffi.new("uint32_t*"), ffi.new("uint32_t[]", 32))    # rank / dimensions
         if reusable:
             _check(lib.ANeuralNetworksExecution_setReusable(self.handle, True), "ANeuralNetworksExecution_setReusable")
@@ -770,15 +770,15 @@ class Execution:
                    "ANeuralNetworksExecution_burstCompute")
         else:
             _check(lib.ANeuralNetworksExecution_compute(self.handle), "ANeuralNetworksExecution_compute")
-        if not copy and self._views is not None and not copy_out:
-            return self._views
-        result = {}
-        r, d = self._scratch
         bufs = self._bound[1]
         fixed = self._fixed
         if fixed is None:                       # fully specified outputs: their views, made once
             fixed = self._fixed = {o.name: bufs[o.name][:math.prod(o.dims)].reshape(o.dims)
                                    for o in m.outputs if o.dims and all(o.dims)}
+        if not copy and not copy_out and len(fixed) == len(m.outputs):
+            return fixed                        # fixed shapes: the same views every run
+        result = {}
+        r, d = self._scratch
         for k, o in enumerate(m.outputs):
             v = fixed.get(o.name)
             if v is not None:                   # the shape cannot change: no query
@@ -805,8 +805,6 @@ class Execution:
                 v = dst.reshape(-1)[:v.size].reshape(shape)
                 v[...] = bufs[o.name][:v.size].reshape(shape)
             result[o.name] = v.copy() if copy else v
-        if not copy and not copy_out and all(o.dims and all(o.dims) for o in m.outputs):
-            self._views = result            # fixed shapes: the same views every run
         return result
 
     def duration(self, kind: int = 0) -> int:
