@@ -524,12 +524,12 @@ class _StageCache:
     def _folded_stage(self, pk, bias_value, zx, xtype):
         if not zx or pk.dtype != np.float32 or pk.wsums is None or not pk.mat.size:
             return None
-        lo, hi = Q.qrange(xtype)
-        bound = float(max(abs(lo), abs(hi))) * float(pk.wsums[1].max())
+        ch = pk.ch_bound(_raw_max(xtype))       # the uncentred input's sums, per channel
+        bound = float(ch.max())
         if exact_dtype(bound) != np.float32:
             return None
         bias = np.asarray(bias_value, np.int64) - int(zx) * pk.wsums[0].astype(np.int64)
-        st = self.qs.stage(bias, bound, pk.ch_bound(max(abs(lo), abs(hi))))
+        st = self.qs.stage(bias, bound, ch)
         return st if st.prepare_f32(self.qs.out.dtype) else None
 
     def _in_product(self, pk, bias_value, zx, xtype, f32=True):
@@ -548,12 +548,11 @@ class _StageCache:
         proves float32): the first that is exact, for the float64 evaluation."""
         if np.ndim(self.qs.reals) != 0 or pk.wsums is None or pk.mat.ndim != 2 or not pk.mat.size:
             return None
-        lo, hi = Q.qrange(xtype)
         b = np.asarray(bias_value, np.int64)
         for fold in ((True, False) if zx else (True,)):
             if fold:
                 bias = b - int(zx) * pk.wsums[0].astype(np.int64)
-                bound = float(max(abs(lo), abs(hi))) * float(pk.wsums[1].max())
+                bound = float(pk.ch_bound(_raw_max(xtype)).max())
             else:
                 bias, bound = b, pk.bound
             total = bound + float(np.abs(bias).max(initial=0))
@@ -574,6 +573,12 @@ class _StageCache:
         if self.const is not None and pk is self.packed.val and bias is self.bias_src:
             return self.const
         return self.qs.stage(bias, pk.bound)
+
+
+def _raw_max(xtype):
+    """max |x| of an uncentred quantized input of type xtype."""
+    lo, hi = Q.qrange(xtype)
+    return max(abs(lo), abs(hi))
 
 
 def _packed_filter(ins, o, out_last, arrange):
