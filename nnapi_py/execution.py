@@ -27,6 +27,49 @@ def _IO(addr, length, dims, memory=None, offset=0, omitted=False):
 QUIET_NUMPY = False
 _quiet = threading.local()
 
+
+def _numpy_error_var():
+    """numpy 2's context variable of the floating-point error settings, and its maker."""
+    from numpy._core._ufunc_config import _extobj_contextvar, _make_extobj
+    return _extobj_contextvar, _make_extobj
+
+
+def _quiet_context():
+    """(enter, leave) silencing numpy's floating-point warnings for one computation in a
+    Python host (whose own settings stay as they are outside it).  np.errstate builds its
+    error object on every entry (about 1.5 us a computation, 3 in the VM's slow state).
+    numpy 2 keeps that object in a context variable: one made once, set and reset per
+    computation, is the same thing for 0.1 us.  Those names are private to numpy, so they are
+    used only after checking here that they behave as np.errstate does (every warning
+    ignored inside, the caller's settings back after); otherwise np.errstate it is."""
+    def enter_public():
+        es = np.errstate(all="ignore")
+        es.__enter__()
+        return es
+
+    def leave_public(es):
+        es.__exit__(None, None, None)
+    try:
+        var, make = _numpy_error_var()
+        ignore = make(all="ignore")
+        before = np.geterr()
+        with np.errstate(all="warn"):
+            token = var.set(ignore)
+            try:
+                ok = all(v == "ignore" for v in np.geterr().values())
+            finally:
+                var.reset(token)
+            ok = ok and all(v == "warn" for v in np.geterr().values())
+        ok = ok and np.geterr() == before
+    except Exception:
+        ok = False
+    if not ok:
+        return enter_public, leave_public
+    return (lambda: var.set(ignore)), var.reset
+
+
+_quiet_enter, _quiet_leave = _quiet_context()
+
 _state_lock = threading.Lock()   # guards state transitions of every execution (held briefly)
 
 
@@ -233,9 +276,12 @@ class Execution:
                     np.seterr(all="ignore")
                     _quiet.on = True
                 status = self._compute(deadline, plan)
-            else:
-                with np.errstate(all="ignore"):        # numpy warnings must not reach a host's stderr
+            else:                                       # numpy warnings must not reach a host's stderr
+                token = _quiet_enter()
+                try:
                     status = self._compute(deadline, plan)
+                finally:
+                    _quiet_leave(token)
         except NNError as e:
             from .errors import set_last
             set_last("ANeuralNetworksExecution_compute", e.code, e.reason)
@@ -299,18 +345,27 @@ class Execution:
         return view_array(io[0], need, np.uint8, (need,)) if need else np.empty(0, np.uint8)
 
     def _compute(self, deadline, plan):
-        bound = self._bound
+        bound = self._bound                 # a reusable execution's, after its first computation
         if bound is None:
-            if plan.static:
-                bound = self._bind_static()
-            if bound is None:
+            if not plan.static:
                 return self._compute_dynamic([self._input_array(k, io) for k, io in enumerate(self.ins)],
                                              deadline, plan)
-            if self.reusable and not self.has_desc_memory():
+            # an execution on the same buffers as an earlier one of this compilation (a client
+            # reusing its buffers, frame after frame) takes that one's binding: the same views
+            key = (*self.ins, *self.outs)
+            bound = plan.bindings.get(key)
+            if bound is None:
+                bound = self._bind_static()
+                if bound is None:
+                    return self._compute_dynamic([self._input_array(k, io) for k, io in enumerate(self.ins)],
+                                                 deadline, plan)
+                if bound[2]:
+                    plan.remember_binding(key, bound)
+            if self.reusable and (bound[2] or not self.has_desc_memory()):
                 self._bound = bound
-        plan.run_static(bound[0], bound[1], deadline)
+        plan.run_static(bound[0], bound[1], deadline, bound[2])
         self.out_shapes = plan.out_shapes
-        if plan.desc_outputs_possible:
+        if not bound[2]:                    # views of memories: descriptor memories learn their shape
             self._mark_desc_outputs(self.out_shapes)
         return C.NO_ERROR
 
@@ -318,16 +373,19 @@ class Execution:
         return any(io[3] is not None and io[3].kind == "desc" for io in self.ins + self.outs)
 
     def _bind_static(self):
-        """(input arrays, output arrays) for the compiled static plan, or None when this
-        execution's inputs differ in shape from the plan or an output buffer is too small."""
+        """(input arrays, output arrays, keep) for the compiled static plan, or None when this
+        execution's inputs differ in shape from the plan or an output buffer is too small.
+        keep: every array is a plain (cached) view of caller memory (Plan.run_static)."""
         plan = self.plan
         ins = []
+        keep = True
         for k, io in enumerate(self.ins):
             if io[3] is None and not io[5] and io[2] is plan.in_dims[k]:
                 ins.append(view_array(io[0], plan.in_bytes[k], plan.in_dtypes[k], plan.in_shapes[k])
                            if not plan.in_scalar[k] else
                            view_array(io[0], plan.in_bytes[k], plan.in_dtypes[k], (1,))[0])
                 continue
+            keep = False
             a = self._input_array(k, io)
             s = plan.in_static[k]
             if a is not None and s is not None and np.shape(a) != s:
@@ -342,17 +400,21 @@ class Execution:
                 _check_output(k, io[2], shape)
             if io[5]:
                 outs.append(np.empty(shape, dt))
+                keep = False
                 continue
+            if io[3] is None and need <= io[1] and not plan.out_scalar[k]:
+                outs.append(view_array(io[0], need, dt, shape))
+                continue
+            keep = False
             if io[3] is None and need <= io[1]:
-                arr = view_array(io[0], need, dt, (1,) if plan.out_scalar[k] else shape)
-                outs.append(arr[0:1].reshape(()) if plan.out_scalar[k] else arr)
+                outs.append(view_array(io[0], need, dt, (1,))[0:1].reshape(()))
                 continue
             reg = self._output_region(k, io, need)
             if reg is None:
                 return None
             arr = reg.view(dt)
             outs.append(arr[0:1].reshape(()) if plan.out_scalar[k] else arr.reshape(shape))
-        return ins, outs
+        return ins, outs, keep
 
     def _compute_dynamic(self, ins, deadline, plan):
         m = self.model

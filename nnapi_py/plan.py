@@ -2,6 +2,7 @@
 temporaries allocated once per arena (arenas are pooled so concurrent executions of one
 compilation never share a temporary; within an arena, temporaries whose lifetimes do not
 overlap share memory)."""
+import operator
 from time import monotonic_ns as _now
 
 import numpy as np
@@ -108,6 +109,14 @@ class Node:
         self.deferred = operation.deferred
 
 
+_BINDINGS = 64                  # bindings a plan remembers (Plan.remember_binding)
+
+
+def _same(held, arrays):
+    """True when held and arrays list the same objects, position by position."""
+    return len(held) == len(arrays) and all(map(operator.is_, held, arrays))
+
+
 class Plan:
     def __init__(self, model, fp16=()):
         """fp16: ids of the operations computed in float16 (devices.Partition.fp16_operations)."""
@@ -188,10 +197,9 @@ class Plan:
         self.temps = [(i, shapes[i], infos[i].dtype) for i in range(n)
                       if static and life[i] not in (INPUT, OUTPUT, CONST, CONST_REF, NO_VALUE, SUBGRAPH)
                       and i in shapes and infos[i].type in C.DTYPES]
-        self._arenas = []
+        self._arenas = []           # free arenas (take_arena)
         self.pool_sizes, self.pool_of = self._share_temps() if static else ([], {})
         self.steps = [(nd.kernel, nd.ins, nd.outs) for nd in self.nodes] if static else None
-        self._bound = {}            # id(arena slots) -> (slots, its steps' argument lists)
         # where each model input / output appears in the steps' argument lists: (step, 0 for
         # inputs / 1 for outputs, position); those entries are set per run, the rest per arena
         where = {}
@@ -220,7 +228,16 @@ class Plan:
         self.in_shapes = [tuple(d) if d is not None else None for d in self.in_dims]
         self.out_static_bytes = [byte_size(types[o], s) if s is not None else None
                                  for o, s in zip(self.outputs, self.out_shapes)]
-        self.desc_outputs_possible = True
+        # (an execution's input and output records) -> (input views, output views, True): the
+        # binding of executions whose every array is a plain view of caller memory
+        # (Execution._compute), for the next execution on the same buffers
+        self.bindings = {}
+
+    def remember_binding(self, key, bound):
+        b = self.bindings
+        if len(b) >= _BINDINGS:
+            b.clear()
+        b[key] = bound
 
     @staticmethod
     def _prepare(node, ins, infos, shapes):
@@ -445,6 +462,13 @@ class Plan:
 
     # ---- arenas ------------------------------------------------------------------------------
     def take_arena(self):
+        """An arena of this plan, [slots, steps, held inputs, held outputs], from the pool or
+        made now (one per run in progress).  slots: an array per operand (constants, the
+        temporaries' arrays, views of shared buffers where their lifetimes allow); steps:
+        (kernel, input list, output list) per step, made once per arena, holding the arena's
+        own arrays, the entries of model inputs and outputs filled in by a run: a run calls
+        each kernel with ready lists instead of building two per step.  held: the caller's
+        arrays a run with keep left bound (run_static), else None."""
         try:
             return self._arenas.pop()
         except IndexError:
@@ -457,38 +481,37 @@ class Plan:
                     slots[i] = np.empty(shape, dt)
                 else:                           # a view from the start of the shared buffer
                     slots[i] = np.ndarray(shape, dt, buffer=pools[k])
-            return slots
-
-    def give_arena(self, slots):
-        self._arenas.append(slots)
-
-    def _arena_steps(self, slots):
-        """(kernel, input list, output list) per step for this arena, made once: the lists
-        hold the arena's own arrays (constants, temporaries); the entries of model inputs and
-        outputs are filled in per run.  A run then calls each kernel with ready lists instead
-        of building two per step."""
-        b = self._bound.get(id(slots))
-        if b is None or b[0] is not slots:
-            b = (slots, [(k, [slots[i] for i in ii], [slots[o] for o in oo]) for k, ii, oo in self.steps])
-            self._bound[id(slots)] = b
-        return b[1]
+            steps = [(k, [slots[i] for i in ii], [slots[o] for o in oo]) for k, ii, oo in self.steps]
+            return [slots, steps, None, None]
 
     # ---- execution ---------------------------------------------------------------------------
-    def run_static(self, in_arrays, out_arrays, deadline=None):
+    def run_static(self, in_arrays, out_arrays, deadline=None, keep=False):
+        """Run the static plan on the caller's arrays.  keep (every array a plain view of
+        caller memory, which the view cache holds anyway): the arena keeps them bound after
+        the run, and a run on the same arrays (the same objects: a reusable execution's, or
+        buffers a caller reuses) skips binding them again (a 1-op run: about 2 us); without
+        keep (views of an ANeuralNetworksMemory, arrays of the Python API) they are unbound
+        at the end, so the arena never keeps a caller's memory alive."""
         if self.failure is not None:
             self.check_runnable()
-        slots = self.take_arena()
-        steps = self._arena_steps(slots)
+        ab = self.take_arena()
+        slots, steps = ab[0], ab[1]
         enter_run()
         try:
-            for i, a, refs in zip(self.inputs, in_arrays, self.in_refs):
-                slots[i] = a
-                for s, side, k in refs:
-                    steps[s][1 + side][k] = a
-            for i, a, refs in zip(self.outputs, out_arrays, self.out_refs):
-                slots[i] = a
-                for s, side, k in refs:
-                    steps[s][1 + side][k] = a
+            hi, ho = ab[2], ab[3]
+            if not (keep and hi is not None and (hi is in_arrays or _same(hi, in_arrays))
+                    and (ho is out_arrays or _same(ho, out_arrays))):
+                ab[2] = ab[3] = None
+                for i, a, refs in zip(self.inputs, in_arrays, self.in_refs):
+                    slots[i] = a
+                    for s, side, k in refs:
+                        steps[s][1 + side][k] = a
+                for i, a, refs in zip(self.outputs, out_arrays, self.out_refs):
+                    slots[i] = a
+                    for s, side, k in refs:
+                        steps[s][1 + side][k] = a
+                if keep:
+                    ab[2], ab[3] = in_arrays, out_arrays
             ia = None
             try:
                 if deadline is None:        # the usual case: no per-step clock, no step counter
@@ -512,14 +535,15 @@ class Plan:
                 raise kernel_failure(self._node_name(oo), oo, e) from None
         finally:
             leave_run()
-            for i in self.inputs:
-                slots[i] = None
-            for i in self.outputs:
-                slots[i] = None
-            for refs in self.in_refs + self.out_refs:      # the caller's arrays are not kept
-                for s, side, k in refs:
-                    steps[s][1 + side][k] = None
-            self.give_arena(slots)
+            if ab[2] is None:                   # the caller's arrays are not kept
+                for i in self.inputs:
+                    slots[i] = None
+                for i in self.outputs:
+                    slots[i] = None
+                for refs in self.in_refs + self.out_refs:
+                    for s, side, k in refs:
+                        steps[s][1 + side][k] = None
+            self._arenas.append(ab)
 
     def _node_name(self, outs):
         for node in self.nodes:
