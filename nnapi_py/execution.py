@@ -381,9 +381,11 @@ class Execution:
         keep = True
         for k, io in enumerate(self.ins):
             if io[3] is None and not io[5] and io[2] is plan.in_dims[k]:
-                ins.append(view_array(io[0], plan.in_bytes[k], plan.in_dtypes[k], plan.in_shapes[k])
-                           if not plan.in_scalar[k] else
-                           view_array(io[0], plan.in_bytes[k], plan.in_dtypes[k], (1,))[0])
+                if not plan.in_scalar[k]:
+                    ins.append(view_array(io[0], plan.in_bytes[k], plan.in_dtypes[k], plan.in_shapes[k]))
+                else:               # the value read now: a binding of it is never remembered
+                    ins.append(view_array(io[0], plan.in_bytes[k], plan.in_dtypes[k], (1,))[0])
+                    keep = False
                 continue
             keep = False
             a = self._input_array(k, io)
