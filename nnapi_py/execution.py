@@ -347,20 +347,18 @@ class Execution:
     def _compute(self, deadline, plan):
         bound = self._bound                 # a reusable execution's, after its first computation
         if bound is None:
-            if not plan.static:
+            if plan.static:
+                # an execution on the same buffers as an earlier one of this compilation (a client
+                # reusing its buffers, frame after frame) takes that one's binding: the same views
+                key = (*self.ins, *self.outs)
+                bound = plan.bindings.get(key)
+                if bound is None:
+                    bound = self._bind_static()
+                    if bound is not None and bound[2]:
+                        plan.remember_binding(key, bound)
+            if bound is None:
                 return self._compute_dynamic([self._input_array(k, io) for k, io in enumerate(self.ins)],
                                              deadline, plan)
-            # an execution on the same buffers as an earlier one of this compilation (a client
-            # reusing its buffers, frame after frame) takes that one's binding: the same views
-            key = (*self.ins, *self.outs)
-            bound = plan.bindings.get(key)
-            if bound is None:
-                bound = self._bind_static()
-                if bound is None:
-                    return self._compute_dynamic([self._input_array(k, io) for k, io in enumerate(self.ins)],
-                                                 deadline, plan)
-                if bound[2]:
-                    plan.remember_binding(key, bound)
             if self.reusable and (bound[2] or not self.has_desc_memory()):
                 self._bound = bound
         plan.run_static(bound[0], bound[1], deadline, bound[2])
@@ -404,13 +402,14 @@ class Execution:
                 outs.append(np.empty(shape, dt))
                 keep = False
                 continue
-            if io[3] is None and need <= io[1] and not plan.out_scalar[k]:
-                outs.append(view_array(io[0], need, dt, shape))
+            if io[3] is None and need <= io[1]:
+                if not plan.out_scalar[k]:
+                    outs.append(view_array(io[0], need, dt, shape))
+                else:
+                    outs.append(view_array(io[0], need, dt, (1,))[0:1].reshape(()))
+                    keep = False
                 continue
             keep = False
-            if io[3] is None and need <= io[1]:
-                outs.append(view_array(io[0], need, dt, (1,))[0:1].reshape(()))
-                continue
             reg = self._output_region(k, io, need)
             if reg is None:
                 return None
