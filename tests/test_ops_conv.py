@@ -666,6 +666,11 @@ DW_CASES = [
     (1, 10, 11, 8, 1, 3, 3, (1, 2), "SAME", (2, 2), False, 0),
     (1, 13, 9, 24, 1, 5, 5, (2, 2), "SAME", (1, 1), False, 1),
     (1, 1, 17, 32, 1, 1, 17, (1, 1), "VALID", (1, 1), False, 0),
+    # issue 42: NCHW with one channel, output above 1x1 (the input seen as NHWC is contiguous but
+    # keeps the channel axis's NCHW stride; the einsum's row view must step one item)
+    (1, 3, 3, 1, 1, 1, 1, (1, 1), "VALID", (1, 1), True, 0),
+    (2, 5, 4, 1, 1, 3, 3, (1, 1), "SAME", (1, 1), True, 1),
+    (2, 4, 6, 1, 3, 2, 2, (1, 1), "SAME", (3, 4), True, 0),
     # one output pixel reading the whole input (quantized: quant.TableProduct)
     (1, 5, 1, 32, 1, 5, 1, (1, 1), "VALID", (1, 1), False, 0),
     (1, 21, 1, 64, 1, 21, 1, (1, 1), "VALID", (1, 1), False, 1),

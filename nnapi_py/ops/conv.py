@@ -1241,10 +1241,14 @@ def _dw_rows_einsum(planes, taps, geom, on, direct, epi, bufs, pk_phases):
         if seen is not None and seen[0] is plane:         # a kept plane: its view too
             x = seen[1]
         else:
+            # p runs along a whole output row (OW*O values over the width and channel axes): it
+            # steps one item, as a C-contiguous plane holds them.  Not the channel axis's stride:
+            # with one channel that is whatever the array had there (an NCHW input seen as NHWC
+            # keeps its channel stride, H*W items), and a run over it leaves the buffer.
             st = plane.strides
             step = dw if sw == 1 else 1                   # plane columns between the phase's taps
             x = strided_view(plane, (n, oh, kh, len(kxs), row),
-                             (st[0], st[1] * sh, st[1] * dh, st[2] * step, st[3]))
+                             (st[0], st[1] * sh, st[1] * dh, st[2] * step, plane.itemsize))
             if kept_array(plane):                          # ours or a plan temporary, never a caller's
                 bufs[("view", q)] = (plane, x)
         w = taps
