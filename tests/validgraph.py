@@ -1,0 +1,989 @@
+"""Random valid graphs: generate NNAPI models that are valid, run them through the C library,
+and check their numbers against references written here (issue 42).
+
+How it works (our own design; Android's runtime/test/fuzzing was read for the idea only):
+
+* Per operation a *recipe* below draws a valid instance from the operation's signature:
+  input rank and shape, layout (NHWC / NCHW), padding (implicit SAME/VALID or explicit),
+  strides, dilation, depth multiplier, groups, fused activation, axes, and the operand type
+  (TENSOR_FLOAT32, TENSOR_FLOAT16, TENSOR_QUANT8_ASYMM, TENSOR_QUANT8_ASYMM_SIGNED, filters per
+  channel) with random quantization.  Degenerate sizes (1 channel, 1 pixel, batch > 1 with one
+  channel, dilation above the input) are drawn on purpose, often.
+* The registry has the last word on validity: every drawn operation is checked with
+  nnapi_py.ops.base.check_operation (the same validate() addOperation and Model_finish run,
+  with its types per feature level); a type the registry rejects is not used for that
+  instance (counted as "rejected"), and a deferred (execution-time) failure is a skip too.
+  The output shape is the reference's own, never the registry's infer().
+* A graph chains 1..N operations: each next operation reads an earlier result of its type
+  when the shapes allow (a rank-4 result feeds a convolution or a pool in either layout, any
+  result an activation or a broadcast binary operation), else a new model input.
+  Intermediate results are also model outputs at random (always for quantized graphs).
+* Golden results never come from our kernels: float graphs are evaluated end to end in
+  float64 numpy by the references below; a quantized graph is checked per operation against
+  the equivalent float operation on the dequantized values the library produced for its
+  inputs (as Android compares a quantized model with its float twin), within
+  QUANT_ATOL output steps.  Float tolerances: FLOAT32 |got - want| <= 1e-4 * max(1, max|want|)
+  + 1e-5 * |want|; FLOAT16 operands or relaxed models: 2^-7 scaled likewise (the fp16
+  numerics bound with room for a short chain).
+* Models are written in the conformance JSON format (../shared/cts/README.md) and run by
+  tests/cts_runner.py's runner in every execution mode (sync, async, burst, dynamic output
+  shapes).  A failure prints the seed, the case and the model; `--dump DIR` writes it as
+  DIR/validgraph/<name>.json.gz, which `python tests/cts_runner.py --cts DIR` runs again.
+
+Covered operations (float32, float16 and relaxed; quantized where marked q):
+  ADD q, SUB q, MUL q, DIV, MAXIMUM q, MINIMUM q (broadcasting, fused activations),
+  RELU q, RELU1 q, RELU6 q, LOGISTIC q, TANH q, ABS, NEG, EXP, SQRT, RSQRT, HARD_SWISH q, ELU,
+  CONV_2D q, DEPTHWISE_CONV_2D q, GROUPED_CONV_2D q, TRANSPOSE_CONV_2D q (per-tensor and
+  per-channel filters, both layouts, implicit and explicit padding, dilation),
+  AVERAGE_POOL_2D q, MAX_POOL_2D q, L2_POOL_2D, FULLY_CONNECTED q, CONCATENATION q,
+  RESHAPE q, SQUEEZE q, TRANSPOSE q, PAD q, PAD_V2 q, MEAN q, REDUCE_SUM, REDUCE_MAX q,
+  SOFTMAX q, RESIZE_BILINEAR q, RESIZE_NEAREST_NEIGHBOR q.
+Not covered (yet): the comparison and logical operations, casts, QUANTIZE/DEQUANTIZE,
+  gathers/slices/splits, space/batch/depth rearrangements, normalizations, the recurrent
+  families (LSTM, RNN, SVDF, QUANTIZED_*), detection and box operations, sampling, IF/WHILE,
+  TENSOR_QUANT16/INT32 arithmetic, BATCH_MATMUL, and the virtual devices (NNAPI_PY_DEVICES).
+
+Command line (longer runs, any seed):
+    .venv/bin/python tests/validgraph.py --seeds 1000-1999 [--modes sync,dynamic] [--ops CONV_2D,...]
+        [--max-ops 4] [--dump DIR] [-v]
+"""
+import argparse
+import gzip
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+for _p in (HERE, ROOT):
+    if _p not in sys.path:
+        sys.path.insert(0, _p)
+
+import cts_runner  # noqa: E402
+from nnapi_py import constants as C  # noqa: E402
+from nnapi_py.ops import registry  # noqa: E402
+from nnapi_py.ops.base import Info, ChannelQuant, check_operation  # noqa: E402
+
+F32, F16, Q8, Q8S = "TENSOR_FLOAT32", "TENSOR_FLOAT16", "TENSOR_QUANT8_ASYMM", "TENSOR_QUANT8_ASYMM_SIGNED"
+QPC = "TENSOR_QUANT8_SYMM_PER_CHANNEL"
+QUANT = (Q8, Q8S)
+QRANGE = {Q8: (0, 255), Q8S: (-128, 127)}
+QUANT_ATOL = 1          # output steps, per quantized operation
+QUANT_ATOL_OP = {"SOFTMAX": 2, "LOGISTIC": 2, "TANH": 2, "RESIZE_BILINEAR": 2, "HARD_SWISH": 2,
+                 "MEAN": 2, "AVERAGE_POOL_2D": 2, "L2_POOL_2D": 2}
+TOL = {"f32": (1e-4, 1e-5), "f16": (2.0 ** -7, 2.0 ** -7)}
+
+
+class Skip(Exception):
+    """This draw does not make a valid instance (the registry said no, or a recipe gave up)."""
+
+
+# ---- float64 references (NHWC) --------------------------------------------------------------------
+def act(v, fuse):
+    if fuse == 1:
+        return np.maximum(v, 0)
+    if fuse == 2:
+        return np.clip(v, -1, 1)
+    if fuse == 3:
+        return np.clip(v, 0, 6)
+    return v
+
+
+def to_nhwc(a, nchw):
+    return a.transpose(0, 2, 3, 1) if nchw else a
+
+
+def from_nhwc(a, nchw):
+    return a.transpose(0, 3, 1, 2) if nchw else a
+
+
+def same_pads(size, k, s, d):
+    out = (size + s - 1) // s
+    total = max(0, (out - 1) * s + (k - 1) * d + 1 - size)
+    return total // 2, total - total // 2
+
+
+def out_len(size, k, s, d, p0, p1):
+    return (size + p0 + p1 - ((k - 1) * d + 1)) // s + 1
+
+
+def conv_ref(x, w, b, strides, pads, dil, groups):
+    """x NHWC, w [O, KH, KW, C/groups], pads (top, bottom, left, right)."""
+    n, h, wd, c = x.shape
+    o, kh, kw, cg = w.shape
+    sh, sw = strides
+    dh, dw = dil
+    t, bt, l, r = pads
+    xp = np.pad(x, ((0, 0), (t, bt), (l, r), (0, 0)))
+    oh, ow = out_len(h, kh, sh, dh, t, bt), out_len(wd, kw, sw, dw, l, r)
+    og = o // groups
+    out = np.zeros((n, oh, ow, o))
+    for ky in range(kh):
+        for kx in range(kw):
+            win = xp[:, ky * dh:ky * dh + (oh - 1) * sh + 1:sh, kx * dw:kx * dw + (ow - 1) * sw + 1:sw]
+            for g in range(groups):
+                out[..., g * og:(g + 1) * og] += win[..., g * cg:(g + 1) * cg] @ w[g * og:(g + 1) * og, ky, kx].T
+    return out + b
+
+
+def tconv_ref(x, w, b, strides, pads, out_hw):
+    """x NHWC, w [O, KH, KW, C]; pads (top, left); output cropped to out_hw."""
+    n, h, wd, c = x.shape
+    o, kh, kw, _ = w.shape
+    sh, sw = strides
+    full = np.zeros((n, (h - 1) * sh + kh, (wd - 1) * sw + kw, o))
+    for ky in range(kh):
+        for kx in range(kw):
+            full[:, ky:ky + (h - 1) * sh + 1:sh, kx:kx + (wd - 1) * sw + 1:sw] += x @ w[:, ky, kx].T
+    t, l = pads
+    oh, ow = out_hw
+    out = np.zeros((n, oh, ow, o))
+    hh, ww = min(oh, full.shape[1] - t), min(ow, full.shape[2] - l)
+    out[:, :hh, :ww] = full[:, t:t + hh, l:l + ww]
+    return out + b
+
+
+def pool_ref(x, kind, k, strides, pads):
+    n, h, wd, c = x.shape
+    kh, kw = k
+    sh, sw = strides
+    t, bt, l, r = pads
+    oh, ow = out_len(h, kh, sh, 1, t, bt), out_len(wd, kw, sw, 1, l, r)
+    fill = -np.inf if kind == "max" else 0.0
+    xp = np.pad(x, ((0, 0), (t, bt), (l, r), (0, 0)), constant_values=fill)
+    valid = np.pad(np.ones((1, h, wd, 1)), ((0, 0), (t, bt), (l, r), (0, 0)))
+    acc = np.full((n, oh, ow, c), fill)
+    cnt = np.zeros((1, oh, ow, 1))
+    for ky in range(kh):
+        for kx in range(kw):
+            sl = (slice(None), slice(ky, ky + (oh - 1) * sh + 1, sh), slice(kx, kx + (ow - 1) * sw + 1, sw))
+            v = xp[sl]
+            cnt += valid[sl]
+            if kind == "max":
+                acc = np.maximum(acc, v)
+            elif kind == "l2":
+                acc += v * v
+            else:
+                acc += v
+    if kind == "avg":
+        return acc / cnt
+    if kind == "l2":
+        return np.sqrt(acc / cnt)
+    return acc
+
+
+def resize_ref(x, out_hw, bilinear, align, half):
+    """TFLite's (and NNAPI's) coordinate rules, computed in float32 as they are."""
+    n, h, w, c = x.shape
+    oh, ow = out_hw
+
+    def coords(insz, outsz):
+        f = np.float32
+        scale = f(insz - 1) / f(outsz - 1) if align and outsz > 1 else f(insz) / f(outsz)
+        o = np.arange(outsz, dtype=np.float32)
+        if bilinear:
+            v = (o + f(0.5)) * scale - f(0.5) if half else o * scale
+            lo = np.maximum(np.floor(v), 0).astype(int)
+            hi = np.minimum(np.ceil(v), insz - 1).astype(int)
+            frac = (v - np.floor(v)).astype(np.float64)
+            return lo, hi, frac
+        off = f(0.5) if half else f(0)
+        v = (o + off) * scale
+        idx = np.round(v) if align else np.floor(v)       # np.round: half to even; TFLite rounds half away
+        if align:
+            idx = np.floor(v + f(0.5))
+        idx = np.minimum(idx.astype(int), insz - 1)
+        return np.maximum(idx, 0), None, None
+
+    ylo, yhi, fy = coords(h, oh)
+    xlo, xhi, fx = coords(w, ow)
+    if not bilinear:
+        return x[:, ylo][:, :, xlo]
+    top = x[:, ylo][:, :, xlo] * (1 - fx)[None, None, :, None] + x[:, ylo][:, :, xhi] * fx[None, None, :, None]
+    bot = x[:, yhi][:, :, xlo] * (1 - fx)[None, None, :, None] + x[:, yhi][:, :, xhi] * fx[None, None, :, None]
+    return top * (1 - fy)[None, :, None, None] + bot * fy[None, :, None, None]
+
+
+def softmax_ref(x, beta, axis):
+    z = (x - x.max(axis=axis, keepdims=True)) * beta
+    e = np.exp(z)
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+UNARY = {
+    "RELU": lambda x: np.maximum(x, 0), "RELU1": lambda x: np.clip(x, -1, 1),
+    "RELU6": lambda x: np.clip(x, 0, 6), "LOGISTIC": lambda x: 1 / (1 + np.exp(-x)),
+    "TANH": np.tanh, "ABS": np.abs, "NEG": np.negative, "EXP": np.exp, "SQRT": np.sqrt,
+    "RSQRT": lambda x: 1 / np.sqrt(x), "HARD_SWISH": lambda x: x * np.clip(x + 3, 0, 6) / 6,
+    "ELU": lambda x: np.where(x > 0, x, np.expm1(np.minimum(x, 0))),
+}
+UNARY_POSITIVE = {"SQRT", "RSQRT"}
+UNARY_QUANT = {"RELU", "RELU1", "RELU6", "LOGISTIC", "TANH", "HARD_SWISH"}
+FIXED_Q = {("LOGISTIC", Q8): (1 / 256, 0), ("LOGISTIC", Q8S): (1 / 256, -128),
+           ("TANH", Q8): (1 / 128, 128), ("TANH", Q8S): (1 / 128, 0),
+           ("SOFTMAX", Q8): (1 / 256, 0), ("SOFTMAX", Q8S): (1 / 256, -128)}
+BINARY = {"ADD": np.add, "SUB": np.subtract, "MUL": np.multiply, "DIV": np.divide,
+          "MAXIMUM": np.maximum, "MINIMUM": np.minimum}
+BINARY_FUSE = {"ADD", "SUB", "MUL", "DIV"}
+
+
+# ---- the graph being built -------------------------------------------------------------------------
+class Tensor:
+    def __init__(self, idx, type, shape, scale=0.0, zp=0):
+        self.idx, self.type, self.shape, self.scale, self.zp = idx, type, tuple(shape), scale, zp
+        self.real = None          # float64 value at build time (reference chain)
+
+
+class Graph:
+    def __init__(self, rng, relaxed=False):
+        self.rng = rng
+        self.operands = []        # conformance-JSON operands
+        self.ops = []             # (name, inputs, outputs, ref, out tensor, in tensors)
+        self.inputs, self.tensors = [], []
+        self.relaxed = relaxed
+
+    # operands
+    def _add(self, type, dims, lifetime, data=None, scale=0.0, zp=0, channel=None):
+        self.operands.append({"type": type, "dimensions": [int(d) for d in dims], "scale": float(scale),
+                              "zeroPoint": int(zp), "lifetime": lifetime, "channelQuant": channel,
+                              "data": [] if data is None else data, "name": f"op{len(self.operands)}"})
+        return len(self.operands) - 1
+
+    def scalar(self, type, v):
+        data = [bool(v)] if type == "BOOL" else [float(v)] if type in ("FLOAT32", "FLOAT16") else [int(v)]
+        return self._add(type, [], "CONSTANT_COPY", data)
+
+    def i32(self, v):
+        return self.scalar("INT32", v)
+
+    def i32_tensor(self, values, type="TENSOR_INT32", scale=0.0):
+        v = [int(x) for x in np.asarray(values).reshape(-1)]
+        return self._add(type, np.shape(values), "CONSTANT_COPY", v, scale)
+
+    def fscalar(self, t, v):
+        return self.scalar("FLOAT16" if t == F16 else "FLOAT32", v)
+
+    def rand_real(self, shape, lo=-1.0, hi=1.0):
+        return self.rng.uniform(lo, hi, shape)
+
+    def quant_params(self, t, lo, hi):
+        """Scale and zero point whose range covers [lo, hi] (and 0)."""
+        qlo, qhi = QRANGE[t]
+        lo, hi = min(lo, 0.0), max(hi, 0.0)
+        scale = max((hi - lo) / (qhi - qlo), 1e-3)
+        scale = float(np.float32(scale * self.rng.uniform(1.0, 1.3)))
+        zp = int(np.clip(round(qlo - lo / scale), qlo, qhi))
+        return scale, zp
+
+    def new_input(self, t, shape, lo=-1.0, hi=1.0, const=False):
+        real = self.rand_real(shape, lo, hi)
+        if t in QUANT:
+            scale, zp = self.quant_params(t, lo, hi)
+            q = np.clip(np.round(real / scale) + zp, *QRANGE[t]).astype(np.int64)
+            real = (q - zp) * scale
+            data = q.reshape(-1).tolist()
+        else:
+            real = real.astype(np.float16 if t == F16 else np.float32).astype(np.float64)
+            data = real.reshape(-1).tolist()
+            scale, zp = 0.0, 0
+        idx = self._add(t, shape, "CONSTANT_COPY" if const else "SUBGRAPH_INPUT", data, scale, zp)
+        ten = Tensor(idx, t, shape, scale, zp)
+        ten.real = real
+        if not const:
+            self.inputs.append(idx)
+            self.tensors.append(ten)
+        return ten
+
+    def weights(self, t, shape, per_channel_dim=None, input_scale=None):
+        """A constant filter: float, Q8 (asymmetric) or per-channel symmetric int8 (QPC)."""
+        real = self.rand_real(shape)
+        if t not in QUANT:
+            return self.new_input(t, shape, const=True)
+        if per_channel_dim is not None:
+            n = shape[per_channel_dim]
+            scales = (self.rng.uniform(0.3, 1.0, n) / 127).astype(np.float32)
+            bshape = [1] * len(shape)
+            bshape[per_channel_dim] = n
+            q = np.clip(np.round(real / scales.reshape(bshape)), -127, 127).astype(np.int64)
+            idx = self._add(QPC, shape, "CONSTANT_COPY", q.reshape(-1).tolist(),
+                            channel={"channelDim": per_channel_dim, "scales": scales.tolist()})
+            ten = Tensor(idx, QPC, shape)
+            ten.real = q * scales.reshape(bshape).astype(np.float64)
+            ten.scales = scales
+            return ten
+        if t == Q8S:
+            raise Skip("per-tensor TENSOR_QUANT8_ASYMM_SIGNED filters are drawn per channel")
+        return self.new_input(t, shape, const=True)
+
+    def bias(self, t, n, x, w):
+        if t not in QUANT:
+            return self.new_input(t, (n,), const=True)
+        sw = w.scales.astype(np.float64) if w.type == QPC else np.float64(w.scale)
+        sx = np.float32(x.scale)
+        bscale = (sx * (w.scales if w.type == QPC else np.float32(w.scale))).astype(np.float32)
+        q = np.round(self.rand_real((n,)) / (np.asarray(bscale, np.float64))).astype(np.int64)
+        idx = self._add("TENSOR_INT32", (n,), "CONSTANT_COPY", q.tolist(),
+                        0.0 if w.type == QPC else float(bscale))
+        ten = Tensor(idx, "TENSOR_INT32", (n,), 0.0 if w.type == QPC else float(bscale))
+        ten.real = q * np.asarray(bscale, np.float64)
+        del sw
+        return ten
+
+    # operations
+    def op(self, name, ins, xs, ref, out_q="free", out_type=None, extra_reals=()):
+        """Add operation name with input operand indices ins; xs: the tensors whose values the
+        reference reads (in order); ref(*reals) -> float64 result; out_q: "same" (input 0's
+        quantization), "free" (from the result's range) or a (scale, zp) pair."""
+        t = out_type or xs[0].type
+        real = ref(*[x.real for x in xs])
+        if t in QUANT:
+            if out_q == "same":
+                scale, zp = xs[0].scale, xs[0].zp
+            elif out_q == "free":
+                lo, hi = (float(real.min()), float(real.max())) if real.size else (0.0, 1.0)
+                scale, zp = self.quant_params(t, lo, hi)
+            else:
+                scale, zp = out_q
+            q = np.clip(np.round(real / scale) + zp, *QRANGE[t])
+            stored = (q - zp) * scale
+        else:
+            scale, zp, stored = 0.0, 0, real
+        idx = self._add(t, real.shape, "TEMPORARY_VARIABLE", None, scale, zp)
+        out = Tensor(idx, t, real.shape, scale, zp)
+        out.real = stored if t in QUANT else real
+        self._validate(name, ins, idx)
+        self.ops.append((name, list(ins), [idx], ref, out, list(xs)))
+        self.tensors.append(out)
+        return out
+
+    def _validate(self, name, ins, out):
+        """The registry's validate(), as addOperation and Model_finish run it."""
+        op = registry.OPS[C.OPERATION_CODES[name]]
+        infos = []
+        for k in list(ins) + [out]:
+            o = self.operands[k]
+            t = getattr(C, o["type"])
+            ch = o["channelQuant"]
+            value = None
+            if o["lifetime"] == "CONSTANT_COPY":
+                value = np.asarray(o["data"], dtype=C.DTYPES[t]).reshape(o["dimensions"]) \
+                    if o["dimensions"] else np.asarray(o["data"][0], C.DTYPES[t])[()]
+            infos.append(Info(t, tuple(o["dimensions"]), o["scale"], o["zeroPoint"],
+                              ChannelQuant(ch["channelDim"], np.asarray(ch["scales"], np.float32)) if ch else None,
+                              value))
+        try:
+            _, deferred = check_operation(op, infos[:-1], infos[-1:])
+        except Exception as e:           # NNError BAD_DATA: not valid for this registry
+            raise Skip(f"{name}: rejected by the registry: {e}")
+        if deferred is not None:
+            raise Skip(f"{name}: deferred by the registry: {deferred}")
+
+
+# ---- recipes: one valid instance of an operation reading x -----------------------------------------
+def _fuse(rng):
+    return int(rng.choice([0, 0, 1, 2, 3]))
+
+
+def _small(rng, hi=5):
+    """A size, 1 often."""
+    return int(rng.choice([1, 1, 2, 3, hi])) if rng.random() < 0.6 else int(rng.integers(1, hi + 1))
+
+
+def _window_params(rng, h, w, kh, kw, dil=(1, 1), allow_big_pad=True):
+    sh, sw = int(rng.integers(1, 4)), int(rng.integers(1, 4))
+    if rng.random() < 0.5:
+        scheme = int(rng.choice([1, 2]))          # SAME, VALID
+        if scheme == 2 and ((kh - 1) * dil[0] + 1 > h or (kw - 1) * dil[1] + 1 > w):
+            scheme = 1
+        if scheme == 1:
+            t, b = same_pads(h, kh, sh, dil[0])
+            l, r = same_pads(w, kw, sw, dil[1])
+        else:
+            t = b = l = r = 0
+        return ("implicit", scheme), (sh, sw), (t, b, l, r)
+    ekh, ekw = (kh - 1) * dil[0] + 1, (kw - 1) * dil[1] + 1
+    pads = [int(rng.integers(0, max(1, min(ekh, 3)))) for _ in range(2)] + \
+           [int(rng.integers(0, max(1, min(ekw, 3)))) for _ in range(2)]
+    if rng.random() < 0.4:
+        pads = [0, 0, 0, 0]
+    t, b, l, r = pads
+    if h + t + b < ekh:
+        b += ekh - (h + t + b)
+    if w + l + r < ekw:
+        r += ekw - (w + l + r)
+    return ("explicit", None), (sh, sw), (t, b, l, r)
+
+
+def _pad_operands(g, kind, strides, pads):
+    sh, sw = strides
+    t, b, l, r = pads
+    if kind[0] == "implicit":
+        return [g.i32(kind[1]), g.i32(sw), g.i32(sh)]
+    return [g.i32(l), g.i32(r), g.i32(t), g.i32(b), g.i32(sw), g.i32(sh)]
+
+
+def _conv_family(name):
+    def recipe(g, rng, x):
+        if len(x.shape) != 4:
+            raise Skip("rank")
+        nchw = bool(rng.random() < 0.4)
+        n, h, w, c = x.shape if not nchw else (x.shape[0], x.shape[2], x.shape[3], x.shape[1])
+        kh, kw = _small(rng, 4), _small(rng, 4)
+        dil = (1, 1)
+        if name in ("CONV_2D", "DEPTHWISE_CONV_2D") and rng.random() < 0.3:
+            dil = (int(rng.integers(1, 5)), int(rng.integers(1, 5)))
+        if name == "TRANSPOSE_CONV_2D":
+            return _tconv(g, rng, x, nchw, n, h, w, c, kh, kw)
+        kind, strides, pads = _window_params(rng, h, w, kh, kw, dil)
+        t = x.type
+        groups, mult = 1, 1
+        if name == "CONV_2D":
+            o = _small(rng, 6)
+            wshape, pcdim = (o, kh, kw, c), 0
+        elif name == "DEPTHWISE_CONV_2D":
+            mult = int(rng.choice([1, 1, 2, 3]))
+            o = c * mult
+            wshape, pcdim = (1, kh, kw, o), 3
+        else:
+            divisors = [d for d in range(1, c + 1) if c % d == 0]
+            groups = int(rng.choice(divisors))
+            o = groups * _small(rng, 3)
+            wshape, pcdim = (o, kh, kw, c // groups), 0
+        per_channel = t in QUANT and (t == Q8S or rng.random() < 0.5)
+        wt = g.weights(t, wshape, pcdim if per_channel else None)
+        bt = g.bias(t, o, x, wt)
+        fuse = _fuse(rng)
+        ins = [x.idx, wt.idx, bt.idx] + _pad_operands(g, kind, strides, pads)
+        if name == "DEPTHWISE_CONV_2D":
+            ins.append(g.i32(mult))
+        if name == "GROUPED_CONV_2D":
+            ins.append(g.i32(groups))
+        ins.append(g.i32(fuse))
+        if name == "GROUPED_CONV_2D" or nchw or dil != (1, 1):
+            ins.append(g.scalar("BOOL", nchw))
+        if dil != (1, 1):
+            ins += [g.i32(dil[1]), g.i32(dil[0])]
+
+        def ref(xr, wr, br):
+            xn = to_nhwc(xr, nchw)
+            if name == "DEPTHWISE_CONV_2D":
+                wf = wr[0].transpose(2, 0, 1)[..., None]              # [O, KH, KW, 1]
+                xin = np.repeat(xn, mult, axis=3)
+                res = conv_ref(xin, wf, br, strides, pads, dil, o)
+            else:
+                res = conv_ref(xn, wr, br, strides, pads, dil, groups)
+            return from_nhwc(act(res, fuse), nchw)
+        return g.op(name, ins, [x, wt, bt], ref)
+    return recipe
+
+
+def _tconv(g, rng, x, nchw, n, h, w, c, kh, kw):
+    t = x.type
+    o = _small(rng, 5)
+    sh, sw = int(rng.integers(1, 4)), int(rng.integers(1, 4))
+    per_channel = t in QUANT and (t == Q8S or rng.random() < 0.5)
+    wt = g.weights(t, (o, kh, kw, c), 0 if per_channel else None)
+    bt = g.bias(t, o, x, wt)
+    fuse = _fuse(rng)
+    if rng.random() < 0.5:            # explicit padding
+        pads = [int(rng.integers(0, min(kh, 3))), int(rng.integers(0, min(kh, 3))),
+                int(rng.integers(0, min(kw, 3))), int(rng.integers(0, min(kw, 3)))]
+        pt, pb, pl, pr = pads
+        oh, ow = (h - 1) * sh + kh - pt - pb, (w - 1) * sw + kw - pl - pr
+        if oh < 1 or ow < 1:
+            raise Skip("empty transposed output")
+        ins = [x.idx, wt.idx, bt.idx, g.i32(pl), g.i32(pr), g.i32(pt), g.i32(pb), g.i32(sw), g.i32(sh),
+               g.i32(fuse), g.scalar("BOOL", nchw)]
+    else:                             # implicit padding with an output shape
+        scheme = int(rng.choice([1, 2]))
+        if scheme == 1:
+            oh, ow = h * sh, w * sw
+        else:
+            oh, ow = (h - 1) * sh + kh, (w - 1) * sw + kw
+        tot_h, tot_w = max(0, (h - 1) * sh + kh - oh), max(0, (w - 1) * sw + kw - ow)
+        pt, pl = tot_h // 2, tot_w // 2
+        shape = [n, o, oh, ow] if nchw else [n, oh, ow, o]
+        ins = [x.idx, wt.idx, bt.idx, g.i32_tensor(np.array(shape)), g.i32(scheme), g.i32(sw), g.i32(sh),
+               g.i32(fuse), g.scalar("BOOL", nchw)]
+
+    def ref(xr, wr, br):
+        return from_nhwc(act(tconv_ref(to_nhwc(xr, nchw), wr, br, (sh, sw), (pt, pl), (oh, ow)), fuse), nchw)
+    return g.op("TRANSPOSE_CONV_2D", ins, [x, wt, bt], ref)
+
+
+def _pool(name, kind):
+    def recipe(g, rng, x):
+        if len(x.shape) != 4:
+            raise Skip("rank")
+        nchw = bool(rng.random() < 0.4)
+        n, h, w, c = x.shape if not nchw else (x.shape[0], x.shape[2], x.shape[3], x.shape[1])
+        kh, kw = _small(rng, 4), _small(rng, 4)
+        kind_, strides, pads = _window_params(rng, h, w, kh, kw)
+        t_, b_, l_, r_ = pads
+        if t_ >= kh or b_ >= kh or l_ >= kw or r_ >= kw:
+            raise Skip("a window of padding only")
+        fuse = _fuse(rng)
+        ins = [x.idx] + _pad_operands(g, kind_, strides, pads) + [g.i32(kw), g.i32(kh), g.i32(fuse)]
+        if nchw or rng.random() < 0.3:
+            ins.append(g.scalar("BOOL", nchw))
+        # pads from SAME may put a whole window in the padding when the filter exceeds the stride
+        oh, ow = out_len(h, kh, strides[0], 1, t_, b_), out_len(w, kw, strides[1], 1, l_, r_)
+        if (oh - 1) * strides[0] - t_ >= h or (ow - 1) * strides[1] - l_ >= w:
+            raise Skip("a window of padding only")
+
+        def ref(xr):
+            return from_nhwc(act(pool_ref(to_nhwc(xr, nchw), kind, (kh, kw), strides, pads), fuse), nchw)
+        return g.op(name, ins, [x], ref, out_q="same" if name != "L2_POOL_2D" else "free")
+    return recipe
+
+
+def _unary(name):
+    def recipe(g, rng, x):
+        if x.type in QUANT and name not in UNARY_QUANT:
+            raise Skip("float only")
+        if name in UNARY_POSITIVE or (name == "EXP" and x.type == F16):
+            x = g.new_input(x.type, x.shape, 0.25, 2.0)
+        f = UNARY[name]
+        ins = [x.idx]
+        if name == "ELU":
+            alpha = float(np.float16(rng.uniform(0.1, 2.0)))
+            ins.append(g.fscalar(x.type, alpha))
+            f = lambda a: np.where(a > 0, a, alpha * np.expm1(np.minimum(a, 0)))  # noqa: E731
+        return g.op(name, ins, [x], f, out_q=FIXED_Q.get((name, x.type),
+                                                          "same" if name.startswith("RELU") else "free"))
+    return recipe
+
+
+def _broadcast_partner(g, rng, x):
+    """A second operand broadcastable with x: an earlier tensor of the same shape, or a new one
+    of a suffix shape with some dimensions 1 (either side may be the smaller)."""
+    same = [t for t in g.tensors if t.type == x.type and t.shape == x.shape and t is not x]
+    if same and rng.random() < 0.3:
+        return same[int(rng.integers(len(same)))], x.shape
+    k = int(rng.integers(1, len(x.shape) + 1))
+    shape = [d if rng.random() < 0.6 else 1 for d in x.shape[len(x.shape) - k:]]
+    if rng.random() < 0.2 and len(x.shape) < 4:
+        shape = [int(rng.integers(1, 3))] + list(x.shape)       # the partner has the higher rank
+        if shape[0] != 1:
+            shape = list(shape)
+    return None, tuple(shape)
+
+
+def _binary(name):
+    def recipe(g, rng, x):
+        if x.type in QUANT and name == "DIV":
+            raise Skip("float only")
+        other, shape = _broadcast_partner(g, rng, x)
+        if other is None:
+            lo, hi = (0.5, 2.0) if name == "DIV" else (-1.0, 1.0)
+            other = g.new_input(x.type, shape, lo, hi, const=bool(rng.random() < 0.3))
+            if name == "DIV" and rng.random() < 0.5:
+                other.real = -other.real
+                g.operands[other.idx]["data"] = other.real.reshape(-1).tolist()
+        elif name == "DIV":
+            raise Skip("divisor near 0")
+        a, b = (x, other) if rng.random() < 0.7 or name == "DIV" else (other, x)   # divisor away from 0
+        f = BINARY[name]
+        ins = [a.idx, b.idx]
+        fuse = 0
+        if name in BINARY_FUSE:
+            fuse = _fuse(rng)
+            ins.append(g.i32(fuse))
+        return g.op(name, ins, [a, b], lambda u, v: act(f(u, v), fuse))
+    return recipe
+
+
+def _fully_connected(g, rng, x):
+    if len(x.shape) < 2:
+        raise Skip("rank")
+    size = int(np.prod(x.shape))
+    inner = x.shape[-1] if rng.random() < 0.6 else size // x.shape[0]
+    batch = size // inner
+    units = _small(rng, 6)
+    t = x.type
+    wt = g.weights(t, (units, inner)) if t != Q8S else g.new_input(t, (units, inner), const=True)
+    if t in QUANT and wt.type != QPC:
+        pass
+    bt = g.bias(t, units, x, wt)
+    fuse = _fuse(rng)
+
+    def ref(xr, wr, br):
+        return act(xr.reshape(batch, inner) @ wr.T + br, fuse)
+    return g.op("FULLY_CONNECTED", [x.idx, wt.idx, bt.idx, g.i32(fuse)], [x, wt, bt], ref)
+
+
+def _concat(g, rng, x):
+    r = len(x.shape)
+    axis = int(rng.integers(0, r))
+    parts, xs = [x], [x]
+    for _ in range(int(rng.integers(1, 4))):
+        shape = list(x.shape)
+        shape[axis] = _small(rng, 3)
+        p = g.new_input(x.type, shape, const=bool(rng.random() < 0.2))
+        parts.append(p)
+    order = list(rng.permutation(len(parts)))
+    parts = [parts[k] for k in order]
+    ax = axis - r if rng.random() < 0.3 else axis
+    return g.op("CONCATENATION", [p.idx for p in parts] + [g.i32(ax)], parts,
+                lambda *rs: np.concatenate(rs, axis=axis), out_q="free" if rng.random() < 0.5 else "same")
+
+
+def _reshape(g, rng, x):
+    size = int(np.prod(x.shape))
+    dims, rest = [], size
+    for _ in range(int(rng.integers(0, 3))):
+        ds = [d for d in range(1, rest + 1) if rest % d == 0]
+        d = int(rng.choice(ds))
+        dims.append(d)
+        rest //= d
+    dims.append(rest)
+    dims = [int(d) for d in rng.permutation(dims)]
+    spec = list(dims)
+    if rng.random() < 0.4:
+        spec[int(rng.integers(len(spec)))] = -1
+    return g.op("RESHAPE", [x.idx, g.i32_tensor(np.array(spec))], [x], lambda a: a.reshape(dims), out_q="same")
+
+
+def _squeeze(g, rng, x):
+    ones = [k for k, d in enumerate(x.shape) if d == 1]
+    if not ones or len(ones) == len(x.shape):
+        raise Skip("nothing to squeeze")
+    axes = [k for k in ones if rng.random() < 0.6] or ones[:1]
+    shape = tuple(d for k, d in enumerate(x.shape) if k not in axes)
+    ins = [x.idx, g.i32_tensor(np.array(axes))]
+    return g.op("SQUEEZE", ins, [x], lambda a: a.reshape(shape), out_q="same")
+
+
+def _transpose(g, rng, x):
+    perm = [int(p) for p in rng.permutation(len(x.shape))]
+    return g.op("TRANSPOSE", [x.idx, g.i32_tensor(np.array(perm))], [x], lambda a: a.transpose(perm),
+                out_q="same")
+
+
+def _pad(name):
+    def recipe(g, rng, x):
+        r = len(x.shape)
+        p = rng.integers(0, 3, (r, 2))
+        p[rng.random(r) < 0.4] = 0
+        ins = [x.idx, g.i32_tensor(p)]
+        value = 0.0
+        if name == "PAD_V2":
+            if x.type in QUANT:
+                qv = int(rng.integers(*QRANGE[x.type]))
+                ins.append(g.i32(qv))
+                value = (qv - x.zp) * x.scale
+            else:
+                value = float(np.float16(rng.uniform(-2, 2)))
+                ins.append(g.fscalar(x.type, value))
+        return g.op(name, ins, [x], lambda a: np.pad(a, [tuple(int(v) for v in row) for row in p],
+                                                     constant_values=value), out_q="same")
+    return recipe
+
+
+def _reduce(name):
+    fn = {"MEAN": np.mean, "REDUCE_SUM": np.sum, "REDUCE_MAX": np.max}[name]
+
+    def recipe(g, rng, x):
+        if x.type in QUANT and name == "REDUCE_SUM":
+            raise Skip("float only")
+        r = len(x.shape)
+        axes = [k for k in range(r) if rng.random() < 0.5] or [int(rng.integers(r))]
+        keep = bool(rng.random() < 0.5)
+        spec = [a - r if rng.random() < 0.3 else a for a in axes]
+        if rng.random() < 0.2:
+            spec = spec + spec[:1]                  # a repeated axis counts once
+        if name == "MEAN":
+            ins = [x.idx, g.i32_tensor(np.array(spec)), g.i32(int(keep))]
+        else:
+            ins = [x.idx, g.i32_tensor(np.array(spec)), g.scalar("BOOL", keep)]
+        out_q = "same"
+        if not keep and len(axes) == r:
+            raise Skip("rank-0 output")
+        return g.op(name, ins, [x], lambda a: fn(a, axis=tuple(axes), keepdims=keep), out_q=out_q)
+    return recipe
+
+
+def _softmax(g, rng, x):
+    r = len(x.shape)
+    beta = float(rng.choice([1.0, 0.5, 2.0, 0.1]))
+    ins = [x.idx, g.fscalar(x.type, beta)]
+    axis = r - 1
+    if rng.random() < 0.5:
+        axis = int(rng.integers(r))
+        ins.append(g.i32(axis - r if rng.random() < 0.3 else axis))
+    return g.op("SOFTMAX", ins, [x], lambda a: softmax_ref(a, beta, axis),
+                out_q=FIXED_Q.get(("SOFTMAX", x.type), "free"))
+
+
+def _resize(name):
+    bilinear = name == "RESIZE_BILINEAR"
+
+    def recipe(g, rng, x):
+        if len(x.shape) != 4:
+            raise Skip("rank")
+        nchw = bool(rng.random() < 0.4)
+        h, w = (x.shape[2], x.shape[3]) if nchw else (x.shape[1], x.shape[2])
+        oh, ow = _small(rng, 7), _small(rng, 7)
+        align = half = False
+        mode = rng.random()
+        if mode < 0.3:
+            align = True
+        elif mode < 0.6:
+            half = True
+        ins = [x.idx, g.i32(ow), g.i32(oh)]
+        if nchw or align or half or not bilinear:
+            ins.append(g.scalar("BOOL", nchw))
+        if align or half:
+            ins += [g.scalar("BOOL", align), g.scalar("BOOL", half)]
+
+        def ref(a):
+            return from_nhwc(resize_ref(to_nhwc(a, nchw), (oh, ow), bilinear, align, half), nchw)
+        return g.op(name, ins, [x], ref, out_q="same")
+    return recipe
+
+
+RECIPES = {name: _conv_family(name) for name in ("CONV_2D", "DEPTHWISE_CONV_2D", "GROUPED_CONV_2D",
+                                                  "TRANSPOSE_CONV_2D")}
+RECIPES.update({"AVERAGE_POOL_2D": _pool("AVERAGE_POOL_2D", "avg"), "MAX_POOL_2D": _pool("MAX_POOL_2D", "max"),
+                "L2_POOL_2D": _pool("L2_POOL_2D", "l2")})
+RECIPES.update({name: _unary(name) for name in UNARY})
+RECIPES.update({name: _binary(name) for name in BINARY})
+RECIPES.update({"FULLY_CONNECTED": _fully_connected, "CONCATENATION": _concat, "RESHAPE": _reshape,
+                "SQUEEZE": _squeeze, "TRANSPOSE": _transpose, "PAD": _pad("PAD"), "PAD_V2": _pad("PAD_V2"),
+                "MEAN": _reduce("MEAN"), "REDUCE_SUM": _reduce("REDUCE_SUM"),
+                "REDUCE_MAX": _reduce("REDUCE_MAX"), "SOFTMAX": _softmax,
+                "RESIZE_BILINEAR": _resize("RESIZE_BILINEAR"),
+                "RESIZE_NEAREST_NEIGHBOR": _resize("RESIZE_NEAREST_NEIGHBOR")})
+RANK4 = {"CONV_2D", "DEPTHWISE_CONV_2D", "GROUPED_CONV_2D", "TRANSPOSE_CONV_2D", "AVERAGE_POOL_2D",
+         "MAX_POOL_2D", "L2_POOL_2D", "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR"}
+
+
+# ---- one case --------------------------------------------------------------------------------------
+def random_shape(rng, rank):
+    if rank == 4:
+        return (int(rng.choice([1, 1, 2])), _small(rng, 6), _small(rng, 6), _small(rng, 5))
+    return tuple(_small(rng, 5) for _ in range(rank))
+
+
+def generate(seed, ops=None, max_ops=4):
+    """One random valid graph for seed: (conformance-style test dict, Graph, names)."""
+    rng = np.random.default_rng(seed)
+    names = sorted(ops or RECIPES)
+    t = str(rng.choice([F32, F32, F16, Q8, Q8S]))
+    relaxed = t == F32 and rng.random() < 0.2
+    g = Graph(rng, relaxed)
+    want = int(rng.integers(1, max_ops + 1))
+    tries = 0
+    while len(g.ops) < want and tries < 40:
+        tries += 1
+        name = str(rng.choice(names))
+        rank = 4 if name in RANK4 else int(rng.integers(1, 5))
+        pool = [x for x in g.tensors if x.type == t and len(x.shape) == rank and x.real.size <= 4096]
+        mark = (len(g.operands), len(g.inputs), len(g.tensors))
+        try:
+            x = pool[-1] if pool and rng.random() < 0.8 else g.new_input(t, random_shape(rng, rank))
+            out = RECIPES[name](g, rng, x)
+            if out.real.size == 0 or out.real.size > 20000:
+                raise Skip("size")
+        except Skip:
+            del g.operands[mark[0]:], g.inputs[mark[1]:], g.tensors[mark[2]:]
+            g.ops = [o for o in g.ops if o[2][0] < mark[0]]
+            continue
+    if not g.ops:
+        return None
+    consumed = {i for o in g.ops for i in o[1]}
+    outputs = []
+    for o in g.ops:
+        k = o[2][0]
+        if k not in consumed or t in QUANT or rng.random() < 0.3:
+            g.operands[k]["lifetime"] = "SUBGRAPH_OUTPUT"
+            real = o[4].real
+            g.operands[k]["data"] = [0] * int(real.size)
+            outputs.append(k)
+    for k in g.inputs:
+        g.operands[k]["numberOfConsumers"] = sum(1 for o in g.ops if k in o[1])
+    test = {"name": f"validgraph_seed{seed}", "variations": [],
+            "ops": sorted({o[0] for o in g.ops}),
+            "model": {"main": {"name": "main", "operands": g.operands,
+                               "operations": [{"type": o[0], "inputs": o[1], "outputs": o[2]} for o in g.ops],
+                               "inputIndexes": g.inputs, "outputIndexes": outputs},
+                      "referenced": [], "isRelaxed": relaxed, "expectFailure": False},
+            "featureLevel": None, "tolerance": {}, "suites": {"DynamicOutputShapeTest": True}}
+    return test, g, outputs
+
+
+class _Capture(cts_runner._Runner):
+    """The conformance runner, keeping the outputs instead of comparing them."""
+    def _compare(self, test, outputs, shapes):
+        self.got = ([np.array(o, copy=True) for o in outputs], [tuple(s) for s in shapes])
+
+
+_LIB = {}
+
+
+def runner(lib_path=None):
+    lib_path = lib_path or cts_runner.default_lib_path()
+    if lib_path not in _LIB:
+        _LIB[lib_path] = _Capture(cts_runner.Library(lib_path))
+    return _LIB[lib_path]
+
+
+def _float_bound(g, t):
+    fp16 = g.relaxed or t == F16
+    return TOL["f16" if fp16 else "f32"]
+
+
+def check(test, g, outputs, got):
+    """Compare the library's outputs with the references; returns a list of problems."""
+    bufs, shapes = got
+    dt = {F32: np.float32, F16: np.float16, Q8: np.uint8, Q8S: np.int8}
+    actual = {}
+    problems = []
+    for pos, k in enumerate(outputs):
+        o = g.operands[k]
+        want_shape = tuple(o["dimensions"])
+        if shapes[pos] != want_shape:
+            problems.append(f"output {pos} (operand {k}): shape {list(shapes[pos])}, expected {list(want_shape)}")
+            continue
+        n = int(np.prod(want_shape))
+        d = dt[o["type"]]
+        actual[k] = bufs[pos][:n * np.dtype(d).itemsize].view(d).reshape(want_shape)
+    if problems:
+        return problems
+    quant = g.operands[g.ops[0][2][0]]["type"] in QUANT
+    for name, ins, outs, ref, out, xs in g.ops:
+        k = outs[0]
+        if k not in actual:
+            continue
+        if quant:
+            reals = [(actual[x.idx].astype(np.float64) - x.zp) * x.scale if x.idx in actual else x.real
+                     for x in xs]
+            want = ref(*reals)
+            q = np.clip(np.round(want / out.scale) + out.zp, *QRANGE[out.type])
+            diff = np.abs(actual[k].astype(np.float64) - q)
+            tol = QUANT_ATOL_OP.get(name, QUANT_ATOL)
+            bad = diff > tol
+            if bad.any():
+                i = int(np.argmax(diff))
+                problems.append(f"{name} -> operand {k}: {int(bad.sum())}/{bad.size} values beyond {tol} "
+                                f"step(s); worst at flat {i}: got {int(actual[k].reshape(-1)[i])}, expected "
+                                f"{int(q.reshape(-1)[i])} (real {want.reshape(-1)[i]:.6g})")
+        else:
+            want = out.real
+            got_ = actual[k].astype(np.float64)
+            a, r = _float_bound(g, out.type)
+            scale = max(1.0, float(np.max(np.abs(want)))) if want.size else 1.0
+            with np.errstate(invalid="ignore"):
+                diff = np.abs(got_ - want)
+                bad = ~((diff <= a * scale + r * np.abs(want)) | (got_ == want) | (np.isnan(want) & np.isnan(got_)))
+            if bad.any():
+                i = int(np.argmax(np.where(bad, diff, -1)))
+                problems.append(f"{name} -> operand {k}: {int(bad.sum())}/{bad.size} values beyond "
+                                f"{a:g}*{scale:.3g} + {r:g}|want|; worst at flat {i}: got "
+                                f"{got_.reshape(-1)[i]:.7g}, expected {want.reshape(-1)[i]:.7g}")
+    return problems
+
+
+def run_case(seed, modes=("sync",), ops=None, max_ops=4, lib_path=None):
+    """Generate and run one case; returns (ops used or None, [problem lines])."""
+    made = generate(seed, ops, max_ops)
+    if made is None:
+        return None, []
+    test, g, outputs = made
+    prepared = cts_runner.prepare_test("validgraph", "validgraph", test)
+    r = runner(lib_path)
+    problems = []
+    for mode in modes:
+        r.got = None
+        rec = r.run(prepared, mode)
+        if rec.status != cts_runner.PASSED or r.got is None:
+            problems.append(f"[{mode}] {rec.step}: {rec.code_name} {rec.message}")
+            continue
+        problems += [f"[{mode}] {p}" for p in check(test, g, outputs, r.got)]
+    return test, problems
+
+
+def describe(test):
+    """The model, one line per operation (operand: type dims quantization / value)."""
+    sg = test["model"]["main"]
+    lines = [f"relaxed={test['model']['isRelaxed']} inputs={sg['inputIndexes']} outputs={sg['outputIndexes']}"]
+
+    def opd(k):
+        o = sg["operands"][k]
+        if not o["dimensions"]:
+            return f"{k}:{o['type']}={o['data'][0]}"
+        s = f"{k}:{o['type']}{o['dimensions']}"
+        if o["scale"]:
+            s += f"(s={o['scale']:.4g},zp={o['zeroPoint']})"
+        if o["lifetime"] == "CONSTANT_COPY" and o["type"] == "TENSOR_INT32" and len(o["data"]) <= 8:
+            s += f"={o['data']}"
+        return s
+    for x in sg["operations"]:
+        lines.append(f"  {x['type']}({', '.join(opd(k) for k in x['inputs'])}) -> "
+                     f"{', '.join(opd(k) for k in x['outputs'])}")
+    return "\n".join(lines)
+
+
+def dump(test, directory):
+    """Write test as a conformance file: `python tests/cts_runner.py --cts directory` runs it
+    (its expected outputs are the references)."""
+    os.makedirs(os.path.join(directory, "validgraph"), exist_ok=True)
+    path = os.path.join(directory, "validgraph", test["name"] + ".json.gz")
+    with gzip.open(path, "wt") as f:
+        json.dump({"spec": test["name"], "folder": "validgraph", "tests": [test]}, f)
+    return path
+
+
+def _seed_list(text):
+    seeds = []
+    for part in text.split(","):
+        if "-" in part:
+            a, b = part.split("-")
+            seeds += range(int(a), int(b) + 1)
+        elif part:
+            seeds.append(int(part))
+    return seeds
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="Random valid NNAPI graphs against float64 references.")
+    ap.add_argument("--seeds", default="0-199", help="e.g. 0-1999 or 5,17,40-60")
+    ap.add_argument("--modes", default="sync,async,burst,dynamic")
+    ap.add_argument("--ops", default="", help="comma-separated operations to draw from (default: all)")
+    ap.add_argument("--max-ops", type=int, default=4)
+    ap.add_argument("--lib", default=None)
+    ap.add_argument("--dump", default="", help="write failing models here (conformance JSON)")
+    ap.add_argument("-v", "--verbose", action="store_true")
+    a = ap.parse_args(argv)
+    ops = [o for o in a.ops.split(",") if o] or None
+    modes = tuple(m for m in a.modes.split(",") if m)
+    counts, failed, cases, t0 = {}, [], 0, time.time()
+    for seed in _seed_list(a.seeds):
+        test, problems = run_case(seed, modes, ops, a.max_ops, a.lib)
+        if test is None:
+            continue
+        cases += 1
+        for o in test["ops"]:
+            counts[o] = counts.get(o, 0) + 1
+        if problems:
+            failed.append(seed)
+            print(f"FAIL seed {seed} (rerun: tests/validgraph.py --seeds {seed}"
+                  f"{' --ops ' + a.ops if a.ops else ''} --max-ops {a.max_ops})")
+            print(describe(test))
+            for p in problems[:8]:
+                print("   ", p)
+            if a.dump:
+                print("    written to", dump(test, a.dump))
+        elif a.verbose:
+            print(f"ok seed {seed}: {', '.join(test['ops'])}")
+    print("per operation:", ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    print(f"{cases} graphs, {len(modes)} modes, {len(failed)} failed"
+          f"{' (seeds ' + ','.join(map(str, failed[:50])) + ')' if failed else ''}; {time.time() - t0:.1f}s")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
