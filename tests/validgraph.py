@@ -1,7 +1,9 @@
 """Random valid graphs: generate NNAPI models that are valid, run them through the C library,
 and check their numbers against references written here (issue 42).
 
-How it works (our own design; Android's runtime/test/fuzzing was read for the idea only):
+How it works (our own design, after the outline of Android's runtime/test/fuzzing given in
+issue 42: per-operation signatures, random valid graphs, quantized models against their float
+twin; Android's code was not copied):
 
 * Per operation a *recipe* below draws a valid instance from the operation's signature:
   input rank and shape, layout (NHWC / NCHW), padding (implicit SAME/VALID or explicit),
@@ -12,7 +14,8 @@ How it works (our own design; Android's runtime/test/fuzzing was read for the id
 * The registry has the last word on validity: every drawn operation is checked with
   nnapi_py.ops.base.check_operation (the same validate() addOperation and Model_finish run,
   with its types per feature level); a type the registry rejects is not used for that
-  instance (counted as "rejected"), and a deferred (execution-time) failure is a skip too.
+  draw (dropped; the command line counts these per operation and type), and a deferred
+  (execution-time) failure drops it too.
   The output shape is the reference's own, never the registry's infer().
 * A graph chains 1..N operations: each next operation reads an earlier result of its type
   when the shapes allow (a rank-4 result feeds a convolution or a pool in either layout, any
@@ -72,9 +75,16 @@ QPC = "TENSOR_QUANT8_SYMM_PER_CHANNEL"
 QUANT = (Q8, Q8S)
 QRANGE = {Q8: (0, 255), Q8S: (-128, 127)}
 QUANT_ATOL = 1          # output steps, per quantized operation
+# 2 steps where the reference arithmetic itself strays from the float twin by more than one
+# rounding: e.g. RESIZE_BILINEAR's quantized kernel (TFLite's) interpolates the raw integers in
+# float32 and truncates x + 0.5 toward zero, so one source row copied to several output rows
+# comes out as -7 or -6 for a float -7.5 (weights summing to 1 within float32).
 QUANT_ATOL_OP = {"SOFTMAX": 2, "LOGISTIC": 2, "TANH": 2, "RESIZE_BILINEAR": 2, "HARD_SWISH": 2,
                  "MEAN": 2, "AVERAGE_POOL_2D": 2, "L2_POOL_2D": 2}
 TOL = {"f32": (1e-4, 1e-5), "f16": (2.0 ** -7, 2.0 ** -7)}
+
+
+REJECTED = {}           # (operation, input type or "deferred") -> draws the registry refused
 
 
 class Skip(Exception):
@@ -377,8 +387,10 @@ class Graph:
         try:
             _, deferred = check_operation(op, infos[:-1], infos[-1:])
         except Exception as e:           # NNError BAD_DATA: not valid for this registry
+            REJECTED[(name, self.operands[ins[0]]["type"])] = REJECTED.get((name, self.operands[ins[0]]["type"]), 0) + 1
             raise Skip(f"{name}: rejected by the registry: {e}")
         if deferred is not None:
+            REJECTED[(name, "deferred")] = REJECTED.get((name, "deferred"), 0) + 1
             raise Skip(f"{name}: deferred by the registry: {deferred}")
 
 
@@ -980,6 +992,8 @@ def main(argv=None):
         elif a.verbose:
             print(f"ok seed {seed}: {', '.join(test['ops'])}")
     print("per operation:", ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    if REJECTED:
+        print("draws the registry refused:", ", ".join(f"{k[0]}/{k[1]} {v}" for k, v in sorted(REJECTED.items())))
     print(f"{cases} graphs, {len(modes)} modes, {len(failed)} failed"
           f"{' (seeds ' + ','.join(map(str, failed[:50])) + ')' if failed else ''}; {time.time() - t0:.1f}s")
     return 1 if failed else 0
