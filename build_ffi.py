@@ -15,6 +15,10 @@ client that decides which Android release it talks to by the symbols it finds (T
 delegate, PyTorch's loader) sees exactly that release.
 
 Usage: python build_ffi.py [--out build/lib] [--tmp DIR] [--package-root DIR] [--no-levels]
+                           [--sanitize thread|address,undefined|...]
+(--sanitize: the library's own C layer compiled and linked with -fsanitize=..., for the tests that
+check it with ThreadSanitizer or AddressSanitizer; a client of such a build must be built with the same
+sanitizer)
 (see Makefile)
 """
 import argparse
@@ -109,6 +113,7 @@ def generate(protos):
         "int nnpy_force_failure(void);",
         "int nnpy_library_level(void);",
         "const char* nnpy_baked_paths(void);",
+        "const char* nnpy_checker(void);",
         "void nnpy_batch_operands_for(uintptr_t model);",
         "void nnpy_stop_batching(uintptr_t model);",
     ]
@@ -221,7 +226,7 @@ static int nnpy_force_failure(void) {
    this module and runs INIT_CODE.  Threads that arrive while another thread starts the runtime
    wait for it, and give up the GIL while they wait (a thread holding it would otherwise block
    the starting thread forever). */
-static volatile int _nnpy_state;      /* 0 = not started, 2 = starting, 1 = up, -1 = failed */
+static int _nnpy_state;               /* 0 = not started, 2 = starting, 1 = up, -1 = failed; atomic */
 static pthread_mutex_t _nnpy_start_lock = PTHREAD_MUTEX_INITIALIZER;
 static __thread int _nnpy_starting;   /* this thread is running the start-up */
 
@@ -239,7 +244,7 @@ static int nnpy_owns_interpreter(void) { return _nnpy_owns; }
    OpenBLAS), let running kernels finish and park the worker threads.  (A Python host does the
    same from Python's atexit, before the interpreter finalizes: see _capi.install.) */
 static void _nnpy_atexit(void) {
-    if (_nnpy_state == 1 && _nnpy_owns && Py_IsInitialized()) _nnpy_shutdown();
+    if (__atomic_load_n(&_nnpy_state, __ATOMIC_ACQUIRE) == 1 && _nnpy_owns && Py_IsInitialized()) _nnpy_shutdown();
 }
 
 /* The thread state of the calling thread if it holds the GIL, else NULL. */
@@ -288,6 +293,49 @@ static int _nnpy_find_dependencies(char* why, size_t n) {
     return rc;
 }
 
+/* ---- a client under a checking tool ------------------------------------------------------
+   AddressSanitizer / LeakSanitizer, ThreadSanitizer and valgrind watch every malloc of the
+   process.  CPython's own small-object allocator (pymalloc) carves objects out of arenas it maps
+   itself, which those tools cannot see into: at exit LeakSanitizer reports megabytes of the
+   interpreter's live objects as leaked (nothing points at them from memory it scans) and valgrind
+   reports reads inside arenas.  So when the interpreter is ours (a C host) and such a tool is in
+   the process -- found at run time by its public interface functions, or valgrind's preload --
+   the interpreter is started with the plain malloc allocator (PYTHONMALLOC=malloc, Python's own
+   advice for these tools), unless the client set PYTHONMALLOC itself.  Every object is then a
+   malloc block the tool tracks and finds reachable; the library's own C layer is not affected:
+   a leak of its own is still reported.  Nothing changes for a process without such a tool. */
+static const char* _nnpy_checker;         /* the tool found, or NULL */
+static const char* nnpy_checker(void) { return _nnpy_checker ? _nnpy_checker : ""; }
+
+static const char* _nnpy_find_checker(void) {
+    if (dlsym(RTLD_DEFAULT, "__asan_init")) return "AddressSanitizer";
+    if (dlsym(RTLD_DEFAULT, "__lsan_do_leak_check")) return "LeakSanitizer";
+    if (dlsym(RTLD_DEFAULT, "__tsan_init")) return "ThreadSanitizer";
+    if (dlsym(RTLD_DEFAULT, "__msan_init")) return "MemorySanitizer";
+    const char* pre = getenv("LD_PRELOAD");
+    if (pre && strstr(pre, "vgpreload")) return "valgrind";
+    return NULL;
+}
+
+static void _nnpy_prefer_malloc(void) {
+    const char* env = getenv("PYTHONMALLOC");
+    if (env && *env) return;                 /* the client's choice */
+    PyPreConfig pre;
+    PyPreConfig_InitPythonConfig(&pre);
+    /* what Py_InitializeEx (cffi's start-up) would use itself: the "compat" pre-configuration
+       (no UTF-8 mode, no C locale coercion, command line not parsed) */
+    pre._config_init = 1;                    /* _PyConfig_INIT_COMPAT */
+    pre.parse_argv = 0;
+    pre.isolated = -1;
+    pre.use_environment = -1;
+    pre.utf8_mode = 0;
+    pre.coerce_c_locale = 0;
+    pre.coerce_c_locale_warn = 0;
+    pre.dev_mode = -1;
+    pre.allocator = PYMEM_ALLOCATOR_MALLOC;
+    (void)Py_PreInitialize(&pre);            /* on failure Py_InitializeEx starts as before */
+}
+
 static void _nnpy_init(void) {
     /* Make libpython's symbols global: when we were dlopen'ed with RTLD_LOCAL (as PyTorch's
        and TFLite's loaders do), numpy's extension modules could not resolve them. */
@@ -306,7 +354,9 @@ static void _nnpy_init(void) {
         return;
     }
     _nnpy_owns = !Py_IsInitialized();
+    _nnpy_checker = _nnpy_find_checker();
     if (_nnpy_owns) {
+        if (_nnpy_checker) _nnpy_prefer_malloc();
 #if PY_VERSION_HEX < 0x030C0000
         if (PyCapsule_Type.tp_version_tag != 0) {
             /* an interpreter ran in this process before and was finalized: cffi's lock would
@@ -347,19 +397,19 @@ __attribute__((noinline)) static int _nnpy_start(void) {
         if (ts) PyEval_RestoreThread(ts);
         return __atomic_load_n(&_nnpy_state, __ATOMIC_ACQUIRE) == 1;
     }
-    if (_nnpy_state == 0) {
+    if (__atomic_load_n(&_nnpy_state, __ATOMIC_ACQUIRE) == 0) {
         _nnpy_starting = 1;
-        _nnpy_state = 2;
+        __atomic_store_n(&_nnpy_state, 2, __ATOMIC_RELAXED);
         _nnpy_init();
-        if (_nnpy_state != 1) __atomic_store_n(&_nnpy_state, -1, __ATOMIC_RELEASE);
+        if (__atomic_load_n(&_nnpy_state, __ATOMIC_ACQUIRE) != 1) __atomic_store_n(&_nnpy_state, -1, __ATOMIC_RELEASE);
         _nnpy_starting = 0;
     }
     pthread_mutex_unlock(&_nnpy_start_lock);
-    return _nnpy_state == 1;
+    return __atomic_load_n(&_nnpy_state, __ATOMIC_ACQUIRE) == 1;
 }
 
 static inline int _nnpy_up(void) {
-    if (__builtin_expect(_nnpy_state == 1, 1)) return 1;
+    if (__builtin_expect(__atomic_load_n(&_nnpy_state, __ATOMIC_ACQUIRE) == 1, 1)) return 1;
     return _nnpy_start();
 }
 
@@ -391,43 +441,73 @@ static inline void _nnpy_gate_out(int g) {
    operands whose type passes the stateless checks below are appended to a C buffer; every
    other entry point first flushes that buffer into the Python model (_nnpy_sync), so the
    model is always complete when anything else looks at it.  Operands that fail any check
-   take the normal path, where Python reports the precise reason. */
+   take the normal path, where Python reports the precise reason.
+
+   Under any interleaving of threads (issue 44):
+   - _nnpy_pending counts the operands not yet in their Python model: those in the buffer and
+     those being flushed.  It drops only after a flush has returned, so a thread that reads 0
+     (the one unlocked read, in _nnpy_sync) knows every operand added before is in its model;
+     any other count sends it to the lock, which a flush holds until it is done.
+   - the buffer and its model change only under the lock; the model is also read without it
+     as a hint (_nnpy_batched_add re-checks under the lock), hence atomically.
+   - a flush hands Python a copy of the records: while Python runs, a finalizer on this same
+     thread may add to the buffer (the lock is recursive) without touching what is flushed.
+   - a thread that holds the GIL (a host calling through ctypes.PyDLL, or a C extension)
+     gives it up while it waits for the lock: the thread flushing needs the GIL. */
 typedef struct { int32_t type; uint32_t count; uint32_t d[4]; float scale; int32_t zp; } nnpy_opnd;
 #define NNPY_BATCH 256
 /* Recursive: while a flush runs Python, the garbage collector may run a client's finalizer that
    frees a model (nnpy_stop_batching) on this same thread; that must not deadlock. */
 static pthread_mutex_t _nnpy_batch_lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
-static uintptr_t _nnpy_batch_model;
-static volatile uint32_t _nnpy_batch_n;
+static uintptr_t _nnpy_batch_model;   /* written under the lock, read atomically */
+static uint32_t _nnpy_batch_n;        /* under the lock */
+static uint32_t _nnpy_pending;        /* buffered + being flushed: written under the lock, read atomically */
 static nnpy_opnd _nnpy_batch[NNPY_BATCH];
 
 static void _nnpy_flush_operands(uintptr_t model, uintptr_t records, uint32_t count);
 
+static void _nnpy_batch_acquire(void) {
+    if (pthread_mutex_trylock(&_nnpy_batch_lock) == 0) return;
+    PyThreadState* ts = _nnpy_gil_held();
+    if (ts) PyEval_SaveThread();
+    pthread_mutex_lock(&_nnpy_batch_lock);
+    if (ts) PyEval_RestoreThread(ts);
+}
+
 static void _nnpy_flush_locked(void) {
-    if (_nnpy_batch_n) {
-        uint32_t n = _nnpy_batch_n;
+    uint32_t n = _nnpy_batch_n;
+    if (n) {
+        nnpy_opnd copy[NNPY_BATCH];
+        memcpy(copy, _nnpy_batch, n * sizeof(nnpy_opnd));
         _nnpy_batch_n = 0;
-        _nnpy_flush_operands(_nnpy_batch_model, (uintptr_t)_nnpy_batch, n);
+        _nnpy_flush_operands(_nnpy_batch_model, (uintptr_t)copy, n);
+        __atomic_store_n(&_nnpy_pending, _nnpy_pending - n, __ATOMIC_RELEASE);   /* now in the model */
     }
 }
 
 static inline void _nnpy_sync(void) {
-    if (__builtin_expect(_nnpy_batch_n != 0, 0)) {
-        pthread_mutex_lock(&_nnpy_batch_lock);
+    if (__builtin_expect(__atomic_load_n(&_nnpy_pending, __ATOMIC_ACQUIRE) != 0, 0)) {
+        _nnpy_batch_acquire();
         _nnpy_flush_locked();
         pthread_mutex_unlock(&_nnpy_batch_lock);
     }
 }
 
 static void nnpy_batch_operands_for(uintptr_t model) {   /* called by Python, lock not held */
-    pthread_mutex_lock(&_nnpy_batch_lock);
-    if (_nnpy_batch_model != model) { _nnpy_flush_locked(); _nnpy_batch_model = model; }
+    _nnpy_batch_acquire();
+    if (_nnpy_batch_model != model) {
+        _nnpy_flush_locked();
+        __atomic_store_n(&_nnpy_batch_model, model, __ATOMIC_RELAXED);
+    }
     pthread_mutex_unlock(&_nnpy_batch_lock);
 }
 
 static void nnpy_stop_batching(uintptr_t model) {
-    pthread_mutex_lock(&_nnpy_batch_lock);
-    if (_nnpy_batch_model == model) { _nnpy_flush_locked(); _nnpy_batch_model = 0; }
+    _nnpy_batch_acquire();
+    if (_nnpy_batch_model == model) {
+        _nnpy_flush_locked();
+        __atomic_store_n(&_nnpy_batch_model, 0, __ATOMIC_RELAXED);
+    }
     pthread_mutex_unlock(&_nnpy_batch_lock);
 }
 
@@ -459,9 +539,10 @@ static int _nnpy_type_ok(const ANeuralNetworksOperandType* t) {
 }
 
 static int _nnpy_batched_add(uintptr_t model, const ANeuralNetworksOperandType* t) {
-    if (!t || model == 0 || model != _nnpy_batch_model || !_nnpy_type_ok(t)) return 0;
+    if (!t || model == 0 || model != __atomic_load_n(&_nnpy_batch_model, __ATOMIC_RELAXED) || !_nnpy_type_ok(t))
+        return 0;
     int done = 0;
-    pthread_mutex_lock(&_nnpy_batch_lock);
+    _nnpy_batch_acquire();
     if (model == _nnpy_batch_model) {
         if (_nnpy_batch_n == NNPY_BATCH) _nnpy_flush_locked();
         nnpy_opnd* r = &_nnpy_batch[_nnpy_batch_n];
@@ -471,6 +552,7 @@ static int _nnpy_batched_add(uintptr_t model, const ANeuralNetworksOperandType* 
         r->scale = t->scale;
         r->zp = t->zeroPoint;
         _nnpy_batch_n++;
+        __atomic_store_n(&_nnpy_pending, _nnpy_pending + 1, __ATOMIC_RELEASE);
         done = 1;
     }
     pthread_mutex_unlock(&_nnpy_batch_lock);
@@ -593,6 +675,7 @@ def main():
     # (both directories are made absolute below: cffi compiles from inside --tmp)
     ap.add_argument("--package-root", default=ROOT, help="directory that contains nnapi_py/ (baked in)")
     ap.add_argument("--no-levels", action="store_true", help="skip the feature-level-N libraries")
+    ap.add_argument("--sanitize", default="", help="-fsanitize= list for the C layer (tests only)")
     args = ap.parse_args()
     args.out, args.tmp = os.path.abspath(args.out), os.path.abspath(args.tmp)
     header = open(HEADER).read()
@@ -620,11 +703,12 @@ def main():
                f'static const char NNPY_PATHS_CODE[] = {c_string(PATHS_CODE)};\n' + C_PRELUDE)
     os.makedirs(args.out, exist_ok=True)
     libdir = sysconfig.get_config_var("LIBDIR")
+    sanitize = ["-g", "-fno-omit-frame-pointer", f"-fsanitize={args.sanitize}"] if args.sanitize else []
     ffi.set_source("_nnapi_py_embed", prelude + csrc,
                    include_dirs=[os.path.join(ROOT, "include")],
-                   extra_compile_args=["-O2", "-fvisibility=hidden", "-Wno-unused-function"],
+                   extra_compile_args=["-O2", "-fvisibility=hidden", "-Wno-unused-function"] + sanitize,
                    extra_link_args=["-Wl,-soname,libneuralnetworks.so", f"-Wl,--version-script={vscript}", f"-Wl,-rpath,{libdir}",
-                                    "-ldl", "-lpthread"])
+                                    "-ldl", "-lpthread"] + sanitize)
     ffi.embedding_init_code(INIT_CODE)
     target = os.path.join(os.path.abspath(args.out), "libneuralnetworks.so")
     cwd = os.getcwd()

@@ -13,7 +13,8 @@
  * Every failure prints "FAIL file:line: ..." on stdout together with the
  * library's last error message for the calling thread (nnapi_py_last_error(),
  * looked up weakly so that the tests still link against a library that does
- * not provide it).  Checks are thread-safe (atomic counters).
+ * not provide it).  Checks are thread-safe (atomic counters, the expression being
+ * evaluated kept per thread): the threaded tests run clean under ThreadSanitizer.
  *
  * check_init() installs handlers for crash signals and a watchdog alarm that
  * report which check was being evaluated, so a crash or hang inside the
@@ -45,11 +46,14 @@ static const char* (*ck_last_error_fn)(void) CK_UNUSED = 0;
 static int ck_passed CK_UNUSED = 0;
 static int ck_failed CK_UNUSED = 0;
 static int ck_verbose CK_UNUSED = 0;
-/* What is being evaluated right now (for the crash / hang reporter). */
-static const char* volatile ck_cur_expr CK_UNUSED = "(setup)";
-static const char* volatile ck_cur_file CK_UNUSED = "";
-static volatile int ck_cur_line CK_UNUSED = 0;
-static const char* volatile ck_section_name CK_UNUSED = "";
+/* What this thread is evaluating right now (for the crash / hang reporter): per thread, so that
+   checks made from many threads at once do not race (ThreadSanitizer runs these tests). */
+static _Thread_local const char* volatile ck_cur_expr CK_UNUSED = "(setup)";
+static _Thread_local const char* volatile ck_cur_file CK_UNUSED = "";
+static _Thread_local volatile int ck_cur_line CK_UNUSED = 0;
+/* The current section: set by the main thread, read by every thread (atomically). */
+static const char* ck_section_name_ CK_UNUSED = "";
+#define ck_section_name (__atomic_load_n(&ck_section_name_, __ATOMIC_ACQUIRE))
 
 static CK_UNUSED const char* ck_result_name(long long code) {
     switch (code) {
@@ -81,7 +85,7 @@ static CK_UNUSED const char* ck_last_error(void) {
 }
 
 static CK_UNUSED void ck_section(const char* name) {
-    ck_section_name = name;
+    __atomic_store_n(&ck_section_name_, name, __ATOMIC_RELEASE);
     if (ck_verbose) printf("== %s\n", name);
     fflush(stdout);
 }
