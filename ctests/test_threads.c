@@ -7,6 +7,8 @@
  *  3. 2 threads call Event_wait concurrently on the same event (both released).
  *  4. 4 threads each build, compile and run their own model at the same time.
  *  5. 4 threads each drive their own burst and reusable execution.
+ *  6. 4 threads each compute from and into their own shared memory and a device memory
+ *     (MemoryDesc, createFromDesc, Memory_copy).
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -223,6 +225,53 @@ static void* burst_worker(void* p) {
     return NULL;
 }
 
+/* ---- memory per thread: inputs and output in one shared memory, and a device memory ---- */
+
+static void* memory_worker(void* p) {
+    worker_arg* w = (worker_arg*)p;
+    nn_shm shm;
+    ANeuralNetworksMemoryDesc* desc = NULL;
+    ANeuralNetworksMemory* dev = NULL;
+    const size_t bytes = VEC * sizeof(float);
+    int ok = CHECK_RC(nn_shm_create(3 * bytes, &shm), E_OK);
+    ok = ok && CHECK_RC(ANeuralNetworksMemoryDesc_create(&desc), E_OK);
+    ok = ok && CHECK_RC(ANeuralNetworksMemoryDesc_addOutputRole(desc, g_comp, 0, 1.0f), E_OK);
+    ok = ok && CHECK_RC(ANeuralNetworksMemoryDesc_finish(desc), E_OK);
+    ok = ok && CHECK_RC(ANeuralNetworksMemory_createFromDesc(desc, &dev), E_OK);
+    for (int it = 0; ok && it < 50; it++) {
+        float* a = (float*)shm.p;
+        float* b = a + VEC;
+        float* o = b + VEC;
+        fill(a, b, w->tid, it);
+        memset(o, 0, bytes);
+        ANeuralNetworksExecution* e = NULL;
+        ok = CHECK_RC(ANeuralNetworksExecution_create(g_comp, &e), E_OK);
+        ok = ok && CHECK_RC(ANeuralNetworksExecution_setInputFromMemory(e, 0, NULL, shm.mem, 0, bytes), E_OK);
+        ok = ok && CHECK_RC(ANeuralNetworksExecution_setInputFromMemory(e, 1, NULL, shm.mem, bytes, bytes), E_OK);
+        /* even iterations write the device memory, then copy it into the shared one */
+        if (it % 2 == 0)
+            ok = ok && CHECK_RC(ANeuralNetworksExecution_setOutputFromMemory(e, 0, NULL, dev, 0, 0), E_OK);
+        else
+            ok = ok && CHECK_RC(ANeuralNetworksExecution_setOutputFromMemory(e, 0, NULL, shm.mem, 2 * bytes, bytes), E_OK);
+        ok = ok && CHECK_RC(ANeuralNetworksExecution_compute(e), E_OK);
+        ANeuralNetworksExecution_free(e);
+        if (ok && it % 2 == 0) {
+            nn_shm out;
+            ok = CHECK_RC(nn_shm_create(bytes, &out), E_OK);
+            ok = ok && CHECK_RC(ANeuralNetworksMemory_copy(dev, out.mem), E_OK);
+            if (ok) memcpy(o, out.p, bytes);
+            nn_shm_destroy(&out);
+        }
+        if (ok)
+            ok = CHECK_MSG(nn_count_add_mismatch(a, b, o, VEC) == 0, "memory thread %d iteration %d: wrong result",
+                           w->tid, it);
+    }
+    ANeuralNetworksMemory_free(dev);
+    ANeuralNetworksMemoryDesc_free(desc);
+    nn_shm_destroy(&shm);
+    return NULL;
+}
+
 static void run_threads(const char* name, void* (*fn)(void*), int count) {
     ck_section(name);
     pthread_t th[N_THREADS];
@@ -247,6 +296,7 @@ int main(void) {
     test_concurrent_waiters();
     run_threads("4 threads, each with its own model", own_model_worker, 4);
     run_threads("4 threads, each with its own burst", burst_worker, 4);
+    run_threads("4 threads, each with its own memories (shared and device)", memory_worker, 4);
     ANeuralNetworksCompilation_free(g_comp);
     ANeuralNetworksModel_free(m);
     return check_summary();

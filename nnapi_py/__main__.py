@@ -1,5 +1,7 @@
 """python -m nnapi_py [--cflags] [--libs] [--libdir] [--version] [--feature-level N]: flags to build
 against the library (--feature-level N: the library exporting only feature levels <= N, 1..8).
+python -m nnapi_py --suppressions[=valgrind|tsan|lsan]: the shipped suppression files for checking a
+client with valgrind, ThreadSanitizer or LeakSanitizer (README: "Using it in your CI").
 python -m nnapi_py run MODEL.tflite [--input a.npy ...] [--save DIR] [--compare] [--bench N] [--check]
   [--feature-level N] [--max-partitions N] [--allow-fp16] [--devices SPEC]: run a .tflite model
 through NNAPI, partitioned as TFLite's NNAPI delegate would (random inputs unless given; --compare:
@@ -244,7 +246,13 @@ def main(argv):
             print(e, file=sys.stderr)
             return 2
     for a in argv:
-        if a == "--cflags":
+        if a == "--suppressions" or a.startswith("--suppressions="):
+            try:
+                out.append(suppressions_text(a.partition("=")[2]))
+            except KeyError as e:
+                print(e.args[0], file=sys.stderr)
+                return 2
+        elif a == "--cflags":
             out.append(f"-I{include_dir()}")
         elif a == "--libs":
             d = os.path.dirname(library_path(level))
@@ -258,6 +266,20 @@ def main(argv):
             return 2
     print(" ".join(out))
     return 0
+
+
+SUPPRESSION_TOOLS = ("valgrind", "tsan", "lsan")
+
+
+def suppressions_text(tool=""):
+    """--suppressions: one line `TOOL PATH` per shipped suppression file; --suppressions=TOOL
+    (valgrind, tsan, lsan): that file's path alone, for valgrind --suppressions=$(...)."""
+    d = os.path.join(os.path.dirname(os.path.abspath(__file__)), "suppressions")
+    if not tool:
+        return "\n".join(f"{t} {os.path.join(d, t + '.supp')}" for t in SUPPRESSION_TOOLS)
+    if tool not in SUPPRESSION_TOOLS:
+        raise KeyError(f"--suppressions={tool}: no such file; there are {', '.join(SUPPRESSION_TOOLS)}")
+    return os.path.join(d, tool + ".supp")
 
 
 _TRACE_VALUES = ("1", "errors", "error", "calls", "all")     # NNAPI_PY_TRACE values that trace errors
