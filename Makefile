@@ -11,7 +11,7 @@ CFLAGS ?= -O2 -std=c11 -Wall -Wextra
 PREFIX ?= /usr/local
 LINK   := -Iinclude -Lbuild/lib -lneuralnetworks -Wl,-rpath,$(CURDIR)/build/lib -lpthread -ldl
 
-.PHONY: all venv lib demo test bench bench-profile install clean
+.PHONY: all venv lib demo test checkers bench bench-profile install clean
 
 all: lib
 
@@ -61,8 +61,22 @@ build/demo: examples/demo.c $(LIB)
 demo: build/demo
 	./build/demo
 
-test: lib $(VENV)/.test-ready
+test: lib $(VENV)/.test-ready checkers
 	$(PY) -m pytest -q -rs tests
+
+# The tools a client's CI checks with (tests/test_sanitizers.py): gcc brings ASan, UBSan and TSan;
+# valgrind and clang (its static ASan runtime) are Debian packages, installed here when missing
+# and the machine allows it (root with apt-get).  Otherwise those tests skip, saying why.
+CHECKERS := valgrind clang
+checkers:
+	@missing=""; for t in $(CHECKERS); do command -v $$t >/dev/null 2>&1 || missing="$$missing $$t"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "== installing$$missing (Debian packages) for the sanitizer tests"; \
+	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; } >/dev/null 2>&1 \
+	      || echo "warning: could not install$$missing; tests/test_sanitizers.py skips what needs them"; \
+	  else echo "warning:$$missing not installed (needs root and apt-get); tests/test_sanitizers.py skips what needs them"; fi; \
+	fi
 
 bench: lib $(VENV)/.test-ready
 	$(PY) bench/run.py
