@@ -44,16 +44,25 @@ $(VENV)/.test-ready: $(VENV)/.ready
 $(LIB) $(LEVEL_LIBS) &: $(VENV)/.ready build_ffi.py include/android/NeuralNetworks.h include/nnapi_py.h
 	$(PY) build_ffi.py --out build/lib
 
+# The package-config files, one template each (cmake/*.in) rendered by cmake/render.py for the
+# layout: here the build tree (build/lib/pkgconfig/, build/lib/cmake/nnapi_py/: find_package(nnapi_py)
+# with -Dnnapi_py_DIR=$(python -m nnapi_py --cmake-dir)); `make install` and setup.py render theirs.
+RENDER     := $(PY) cmake/render.py
+RENDER_IN  := cmake/render.py cmake/neuralnetworks.pc.in cmake/nnapi_pyConfig.cmake.in cmake/nnapi_pyConfigVersion.cmake.in nnapi_py/__init__.py
+BUILD_CMAKE := build/lib/cmake/nnapi_py/nnapi_pyConfig.cmake build/lib/cmake/nnapi_py/nnapi_pyConfigVersion.cmake
+
+build/lib/pkgconfig/neuralnetworks.pc: $(RENDER_IN) | $(VENV)/.ready
+	@$(RENDER) build --pkgconfig-dir $(dir $@) --prefix "$(CURDIR)"
+
+$(BUILD_CMAKE) &: $(RENDER_IN) | $(VENV)/.ready
+	@$(RENDER) build --cmake-dir build/lib/cmake/nnapi_py
+
 # The runtime's bytecode, written once here: a process that starts the library (cold start)
 # then loads it instead of compiling ~25 modules (0.20 -> 0.10 s where PYTHONDONTWRITEBYTECODE
 # is set or the checkout is read-only for the user running it).  Python recompiles a module in
 # memory when its source is newer, so an edited file is never run stale.
-lib: $(LIB) $(LEVEL_LIBS) build/lib/pkgconfig/neuralnetworks.pc
+lib: $(LIB) $(LEVEL_LIBS) build/lib/pkgconfig/neuralnetworks.pc $(BUILD_CMAKE)
 	@$(PY) -m compileall -q nnapi_py >/dev/null
-
-build/lib/pkgconfig/neuralnetworks.pc: Makefile
-	@mkdir -p $(dir $@)
-	@printf 'prefix=%s\nlibdir=$${prefix}/build/lib\nincludedir=$${prefix}/include\n\nName: neuralnetworks\nDescription: Android NNAPI for Linux (nnapi_py)\nVersion: 0.1.0\nLibs: -L$${libdir} -Wl,-rpath,$${libdir} -lneuralnetworks\nCflags: -I$${includedir}\n' "$(CURDIR)" > $@
 
 build/demo: examples/demo.c $(LIB)
 	$(CC) $(CFLAGS) $< -o $@ $(LINK)
@@ -88,14 +97,17 @@ bench-profile: lib
 	NNAPI_PY_PROFILE=1 OPENBLAS_NUM_THREADS=1 ./build/bench/bench_mobilenet float32 10
 	NNAPI_PY_PROFILE=1 OPENBLAS_NUM_THREADS=1 ./build/bench/bench_mobilenet quant8 10
 
+# DESTDIR=/stage make install PREFIX=/usr: a staged install (the .pc says /usr; the CMake
+# config finds its tree from its own location, so it works in the stage and after the copy).
+DEST := $(DESTDIR)$(PREFIX)
 install: lib
-	install -d $(PREFIX)/lib $(PREFIX)/include/android $(PREFIX)/lib/pkgconfig
-	install -m 755 $(LIB) $(PREFIX)/lib/libneuralnetworks.so
-	for n in $(LEVELS); do install -d $(PREFIX)/lib/nnapi_py/feature-level-$$n && \
-	  install -m 755 build/lib/feature-level-$$n/libneuralnetworks.so $(PREFIX)/lib/nnapi_py/feature-level-$$n/; done
-	install -m 644 include/android/NeuralNetworks.h $(PREFIX)/include/android/
-	install -m 644 include/NeuralNetworks.h include/nnapi_py.h $(PREFIX)/include/
-	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: neuralnetworks\nDescription: Android NNAPI for Linux (nnapi_py)\nVersion: 0.1.0\nLibs: -L$${libdir} -Wl,-rpath,$${libdir} -lneuralnetworks\nCflags: -I$${includedir}\n' "$(PREFIX)" > $(PREFIX)/lib/pkgconfig/neuralnetworks.pc
+	install -d $(DEST)/lib $(DEST)/include/android $(DEST)/lib/pkgconfig $(DEST)/lib/cmake/nnapi_py
+	install -m 755 $(LIB) $(DEST)/lib/libneuralnetworks.so
+	for n in $(LEVELS); do install -d $(DEST)/lib/nnapi_py/feature-level-$$n && \
+	  install -m 755 build/lib/feature-level-$$n/libneuralnetworks.so $(DEST)/lib/nnapi_py/feature-level-$$n/; done
+	install -m 644 include/android/NeuralNetworks.h $(DEST)/include/android/
+	install -m 644 include/NeuralNetworks.h include/nnapi_py.h $(DEST)/include/
+	$(RENDER) install --pkgconfig-dir $(DEST)/lib/pkgconfig --prefix "$(PREFIX)" --cmake-dir $(DEST)/lib/cmake/nnapi_py
 
 clean:
 	rm -rf build
