@@ -1,5 +1,6 @@
 """pip install . : builds libneuralnetworks.so with build_ffi.py and ships it inside the
-nnapi_py package (with the headers), where the library finds its Python package again."""
+nnapi_py package (with the headers, the CMake package config and the pkg-config file), where the
+library finds its Python package again."""
 import os
 import shutil
 import subprocess
@@ -23,6 +24,11 @@ class BuildWithLibrary(build_py):
         if os.path.exists(inc):
             shutil.rmtree(inc)
         shutil.copytree(os.path.join(ROOT, "include"), inc)
+        # find_package(nnapi_py) and pkg-config from the installed package (docs/cmake.md):
+        # nnapi_py/cmake/nnapi_pyConfig.cmake and nnapi_py/pkgconfig/neuralnetworks.pc
+        subprocess.run([sys.executable, os.path.join(ROOT, "cmake", "render.py"), "wheel",
+                        "--cmake-dir", os.path.join(pkg, "cmake"),
+                        "--pkgconfig-dir", os.path.join(pkg, "pkgconfig")], check=True)
 
 
 class BinaryDistribution(Distribution):

@@ -29,6 +29,26 @@ def include_dir():
     raise FileNotFoundError("NNAPI headers not found")
 
 
+def _config_dir(kind, installed, build_tree, filename):
+    for p in (os.path.join(_HERE, installed), os.path.join(os.path.dirname(_HERE), "build", "lib", *build_tree)):
+        if os.path.isfile(os.path.join(p, filename)):
+            return p
+    raise FileNotFoundError(f"{kind} not found: run `make lib` (or pip install the package)")
+
+
+def cmake_dir():
+    """The directory holding nnapi_pyConfig.cmake (find_package(nnapi_py), docs/cmake.md): inside
+    the installed package (nnapi_py/cmake), else the build tree (build/lib/cmake/nnapi_py)."""
+    return _config_dir("the CMake package config nnapi_pyConfig.cmake", "cmake", ("cmake", "nnapi_py"),
+                       "nnapi_pyConfig.cmake")
+
+
+def pkgconfig_dir():
+    """The directory holding neuralnetworks.pc (for PKG_CONFIG_PATH): nnapi_py/pkgconfig in the
+    installed package, else build/lib/pkgconfig."""
+    return _config_dir("the pkg-config file neuralnetworks.pc", "pkgconfig", ("pkgconfig",), "neuralnetworks.pc")
+
+
 class MissingDependency(ImportError):
     """An optional package a feature needs is not installed: the message names the pip command
     (the extras are in pyproject.toml: nnapi_py[tflite], nnapi_py[compare])."""

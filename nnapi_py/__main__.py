@@ -1,5 +1,9 @@
 """python -m nnapi_py [--cflags] [--libs] [--libdir] [--version] [--feature-level N]: flags to build
 against the library (--feature-level N: the library exporting only feature levels <= N, 1..8).
+python -m nnapi_py --cmake-dir: the directory of the CMake package config, for
+cmake -Dnnapi_py_DIR=$(python -m nnapi_py --cmake-dir) and find_package(nnapi_py) (imported targets
+nnapi_py::neuralnetworks, nnapi_py::feature_level_N; docs/cmake.md).  --pkgconfig-dir: the
+directory of neuralnetworks.pc, for PKG_CONFIG_PATH.
 python -m nnapi_py --suppressions[=valgrind|tsan|lsan]: the shipped suppression files for checking a
 client with valgrind, ThreadSanitizer or LeakSanitizer (README: "Using it in your CI").
 python -m nnapi_py run MODEL.tflite [--input a.npy ...] [--save DIR] [--compare] [--bench N] [--check]
@@ -22,7 +26,7 @@ A failure prints one line saying what is wrong and exits 2 (usage, a file or inp
 import os
 import sys
 
-from . import __version__, include_dir, library_path
+from . import __version__, cmake_dir, include_dir, library_path, pkgconfig_dir
 
 
 class UsageError(Exception):
@@ -261,6 +265,12 @@ def main(argv):
             out.append(os.path.dirname(library_path(level)))
         elif a == "--version":
             out.append(__version__)
+        elif a in ("--cmake-dir", "--pkgconfig-dir"):
+            try:
+                out.append(cmake_dir() if a == "--cmake-dir" else pkgconfig_dir())
+            except FileNotFoundError as e:
+                print(e, file=sys.stderr)
+                return 2
         else:
             print(f"unknown option {a}", file=sys.stderr)
             return 2
