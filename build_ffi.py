@@ -173,6 +173,7 @@ C_PRELUDE = r"""
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "android/NeuralNetworks.h"
 #include "nnapi_py.h"
 
@@ -336,6 +337,39 @@ static void _nnpy_prefer_malloc(void) {
     (void)Py_PreInitialize(&pre);            /* on failure Py_InitializeEx starts as before */
 }
 
+/* The interpreter's home in a C host: the prefix of the Python the library was built with
+   (NNPY_PYTHON_HOME), unless PYTHONHOME is set.  Left to itself, an embedded CPython finds its
+   standard library from the first "python3" on PATH: with PATH=/usr/bin:/bin (a CI job with a
+   clean environment) that is the system's Python, whose standard library does not match the
+   libpython we run ("No module named '_struct'").  Used only where that home holds this
+   version's standard library (an installed wheel on another machine keeps the default search). */
+static int _nnpy_stdlib_at(const char* prefix, size_t n) {
+    char probe[4096];
+    snprintf(probe, sizeof probe, "%.*s/lib/python%s/os.py", (int)n, prefix, PY_VERSION_SHORT);
+    return access(probe, R_OK) == 0;
+}
+
+/* 0, or -1 with the reason in `why`: a PYTHONHOME without this version's standard library would
+   make CPython's start-up abort the whole process (a fatal error), so it is refused here. */
+static int _nnpy_set_home(char* why, size_t nwhy) {
+    static wchar_t* home;
+    const char* env = getenv("PYTHONHOME");
+    if (env && *env) {
+        size_t n = strcspn(env, ":");                   /* PREFIX[:EXEC_PREFIX] */
+        if (_nnpy_stdlib_at(env, n)) return 0;
+        snprintf(why, nwhy, "PYTHONHOME=%s holds no Python %s standard library (%.*s/lib/python%s/os.py)",
+                 env, PY_VERSION_SHORT, (int)n, env, PY_VERSION_SHORT);
+        return -1;
+    }
+    if (!NNPY_PYTHON_HOME[0] || !_nnpy_stdlib_at(NNPY_PYTHON_HOME, strlen(NNPY_PYTHON_HOME))) return 0;
+    home = Py_DecodeLocale(NNPY_PYTHON_HOME, NULL);     /* kept for the life of the process */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    if (home) Py_SetPythonHome(home);
+#pragma GCC diagnostic pop
+    return 0;
+}
+
 static void _nnpy_init(void) {
     /* Make libpython's symbols global: when we were dlopen'ed with RTLD_LOCAL (as PyTorch's
        and TFLite's loaders do), numpy's extension modules could not resolve them. */
@@ -356,6 +390,8 @@ static void _nnpy_init(void) {
     _nnpy_owns = !Py_IsInitialized();
     _nnpy_checker = _nnpy_find_checker();
     if (_nnpy_owns) {
+        char whyhome[1024];
+        if (_nnpy_set_home(whyhome, sizeof whyhome) != 0) { _nnpy_fail(whyhome); return; }
         if (_nnpy_checker) _nnpy_prefer_malloc();
 #if PY_VERSION_HEX < 0x030C0000
         if (PyCapsule_Type.tp_version_tag != 0) {
@@ -699,7 +735,9 @@ def main():
     sites = [p for p in site.getsitepackages() + [site.getusersitepackages()] if os.path.isdir(p)]
     baked = ":".join([os.path.abspath(args.package_root)] + sites)
     ver = "%d.%d" % sys.version_info[:2]
+    home = sys.base_prefix if os.path.isfile(os.path.join(sys.base_prefix, "lib", f"python{ver}", "os.py")) else ""
     prelude = (f'#define NNPY_BAKED_PATHS "{baked}"\n#define PY_VERSION_SHORT "{ver}"\n'
+               f'#define NNPY_PYTHON_HOME {c_string(home)}\n'
                f'static const char NNPY_PATHS_CODE[] = {c_string(PATHS_CODE)};\n' + C_PRELUDE)
     os.makedirs(args.out, exist_ok=True)
     libdir = sysconfig.get_config_var("LIBDIR")

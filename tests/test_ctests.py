@@ -363,6 +363,30 @@ def test_forced_initialisation_failure():
                               + _describe(rc, out, err, [exe]))
 
 
+@needs_lib
+def test_pythonhome_without_a_standard_library_is_refused():
+    """A PYTHONHOME holding no standard library of our Python version would make CPython's start-up
+    abort the client: the library refuses it instead (every call OP_FAILED, one stderr line)."""
+    exe = compile_ctest("test_init_failure")
+    rc, out, err = run_program([exe], env={"PYTHONHOME": "/nonexistent-python-home"})
+    assert_all_passed([exe], rc, out, err)
+    tagged = [ln for ln in err.splitlines() if ln.startswith("nnapi_py:")]
+    assert len(tagged) == 1 and "PYTHONHOME=/nonexistent-python-home holds no Python" in tagged[0], \
+        _describe(rc, out, err, [exe])
+
+
+@needs_lib
+@pytest.mark.parametrize("name", ["test_first_call", "test_api"])
+def test_clean_environment(name):
+    """A CI job with a clean environment (`env -i PATH=/usr/bin:/bin`): the embedded interpreter
+    still finds the standard library of the Python the library was built with, not the system's."""
+    exe = compile_ctest(name)
+    cmd = ["env", "-i", "PATH=/usr/bin:/bin", str(exe)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT, cwd="/")
+    assert_all_passed(cmd, proc.returncode, proc.stdout, proc.stderr)
+    assert "runtime unavailable" not in proc.stderr, proc.stderr
+
+
 # ---------------------------------------------------------------------------------------
 # Exported symbols and SONAME
 # ---------------------------------------------------------------------------------------
