@@ -107,6 +107,8 @@ install: lib
 	  install -m 755 build/lib/feature-level-$$n/libneuralnetworks.so $(DEST)/lib/nnapi_py/feature-level-$$n/; done
 	install -m 644 include/android/NeuralNetworks.h $(DEST)/include/android/
 	install -m 644 include/NeuralNetworks.h include/nnapi_py.h $(DEST)/include/
+	install -d $(DEST)/share/nnapi_py/suppressions
+	install -m 644 nnapi_py/suppressions/*.supp $(DEST)/share/nnapi_py/suppressions/
 	$(RENDER) install --pkgconfig-dir $(DEST)/lib/pkgconfig --prefix "$(PREFIX)" --cmake-dir $(DEST)/lib/cmake/nnapi_py
 
 clean:

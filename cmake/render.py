@@ -21,14 +21,17 @@ FEATURE_LEVELS = range(1, 9)
 
 # per layout: the tree's root seen from the CMake config's directory, and from that root the
 # library's directory, the include directory and the directory holding feature-level-N/;
-# pkg-config's libdir and includedir (from ${prefix}), and its prefix when not given
+# pkg-config's libdir, includedir and suppressionsdir (from ${prefix}), and its prefix when not given
 LAYOUTS = {
     "build": dict(ROOT_FROM_CONFIG="../../../..", LIBDIR="build/lib", INCLUDEDIR="include", LEVELDIR="build/lib",
-                  libdir="${prefix}/build/lib", includedir="${prefix}/include", prefix=None),
+                  libdir="${prefix}/build/lib", includedir="${prefix}/include", prefix=None,
+                  suppressionsdir="${prefix}/nnapi_py/suppressions"),
     "install": dict(ROOT_FROM_CONFIG="../../..", LIBDIR="lib", INCLUDEDIR="include", LEVELDIR="lib/nnapi_py",
-                    libdir="${prefix}/lib", includedir="${prefix}/include", prefix=None),
+                    libdir="${prefix}/lib", includedir="${prefix}/include", prefix=None,
+                    suppressionsdir="${prefix}/share/nnapi_py/suppressions"),
     "wheel": dict(ROOT_FROM_CONFIG="..", LIBDIR=".", INCLUDEDIR="include", LEVELDIR=".",
-                  libdir="${prefix}", includedir="${prefix}/include", prefix="${pcfiledir}/.."),
+                  libdir="${prefix}", includedir="${prefix}/include", prefix="${pcfiledir}/..",
+                  suppressionsdir="${prefix}/suppressions"),
 }
 
 

@@ -128,7 +128,10 @@ def test_install_tree(cmake, tmp_path):
     config_dir = os.path.join(prefix, "lib", "cmake", "nnapi_py")
     assert sorted(os.listdir(config_dir)) == ["nnapi_pyConfig.cmake", "nnapi_pyConfigVersion.cmake"]
     with open(os.path.join(prefix, "lib", "pkgconfig", "neuralnetworks.pc")) as f:
-        assert f.read() == PC.format(prefix="/opt/nnapi", libdir="${prefix}/lib")
+        assert f.read() == PC.format(prefix="/opt/nnapi", libdir="${prefix}/lib",
+                                     supp="${prefix}/share/nnapi_py/suppressions")
+    assert sorted(os.listdir(os.path.join(prefix, "share", "nnapi_py", "suppressions"))) == \
+        ["lsan.supp", "tsan.supp", "valgrind.supp"]
     progs = build_example(cmake, str(tmp_path), f"-DCMAKE_PREFIX_PATH={prefix}", config_dir)
     check_links(progs, os.path.join(prefix, "lib"), os.path.join(prefix, "lib", "nnapi_py"))
 
@@ -166,18 +169,25 @@ def test_wheel_pkgconfig(wheel_site):
     """The wheel's neuralnetworks.pc is relative to itself (${pcfiledir}); same fields as the others."""
     pc_dir = os.path.join(wheel_site, "nnapi_py", "pkgconfig")
     with open(os.path.join(pc_dir, "neuralnetworks.pc")) as f:
-        assert f.read() == PC.format(prefix="${pcfiledir}/..", libdir="${prefix}")
+        assert f.read() == PC.format(prefix="${pcfiledir}/..", libdir="${prefix}", supp="${prefix}/suppressions")
     if not shutil.which("pkg-config"):
         pytest.skip("pkg-config is not installed: the wheel's .pc was checked as text only")
     out = run(["pkg-config", "--cflags", "--libs", "neuralnetworks"], env=clean_env(PKG_CONFIG_PATH=pc_dir)).split()
     pkg = os.path.join(wheel_site, "nnapi_py")
     assert [os.path.normpath(a[2:]) for a in out if a.startswith(("-I", "-L"))] == [os.path.join(pkg, "include"), pkg]
     assert "-lneuralnetworks" in out
+    supp = run(["pkg-config", "--variable=valgrind_suppressions", "neuralnetworks"], env=clean_env(PKG_CONFIG_PATH=pc_dir))
+    assert os.path.isfile(supp.strip()), supp
 
 
 PC = """prefix={prefix}
 libdir={libdir}
 includedir=${{prefix}}/include
+# python -m nnapi_py --suppressions: for valgrind, ThreadSanitizer, LeakSanitizer (README: Using it in your CI)
+suppressionsdir={supp}
+valgrind_suppressions=${{suppressionsdir}}/valgrind.supp
+tsan_suppressions=${{suppressionsdir}}/tsan.supp
+lsan_suppressions=${{suppressionsdir}}/lsan.supp
 
 Name: neuralnetworks
 Description: Android NNAPI for Linux (nnapi_py)
@@ -190,7 +200,7 @@ Cflags: -I${{includedir}}
 def test_build_tree_pkgconfig():
     """make lib's .pc (the same template): as before the template, with the checkout as prefix."""
     with open(os.path.join(ROOT, "build", "lib", "pkgconfig", "neuralnetworks.pc")) as f:
-        assert f.read() == PC.format(prefix=ROOT, libdir="${prefix}/build/lib")
+        assert f.read() == PC.format(prefix=ROOT, libdir="${prefix}/build/lib", supp="${prefix}/nnapi_py/suppressions")
 
 
 CHECKS = """cmake_minimum_required(VERSION 3.13)
