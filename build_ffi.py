@@ -254,8 +254,10 @@ static PyThreadState* _nnpy_gil_held(void) {
 #if PY_VERSION_HEX >= 0x030D0000
     return PyThreadState_GetUnchecked();
 #else
-    PyThreadState* t = _PyThreadState_UncheckedGet();   /* the GIL holder (any thread) */
-    return (t && t->thread_id == PyThread_get_thread_ident()) ? t : NULL;
+    /* the GIL holder (any thread): compared with this thread's own state, never dereferenced --
+       a holder that is exiting may free its state at any moment (ThreadSanitizer saw it) */
+    PyThreadState* t = _PyThreadState_UncheckedGet();
+    return (t && t == PyGILState_GetThisThreadState()) ? t : NULL;
 #endif
 }
 
@@ -352,7 +354,6 @@ static int _nnpy_stdlib_at(const char* prefix, size_t n) {
 /* 0, or -1 with the reason in `why`: a PYTHONHOME without this version's standard library would
    make CPython's start-up abort the whole process (a fatal error), so it is refused here. */
 static int _nnpy_set_home(char* why, size_t nwhy) {
-    static wchar_t* home;
     const char* env = getenv("PYTHONHOME");
     if (env && *env) {
         size_t n = strcspn(env, ":");                   /* PREFIX[:EXEC_PREFIX] */
@@ -362,11 +363,12 @@ static int _nnpy_set_home(char* why, size_t nwhy) {
         return -1;
     }
     if (!NNPY_PYTHON_HOME[0] || !_nnpy_stdlib_at(NNPY_PYTHON_HOME, strlen(NNPY_PYTHON_HOME))) return 0;
-    home = Py_DecodeLocale(NNPY_PYTHON_HOME, NULL);     /* kept for the life of the process */
+    wchar_t* home = Py_DecodeLocale(NNPY_PYTHON_HOME, NULL);
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-    if (home) Py_SetPythonHome(home);
+    if (home) Py_SetPythonHome(home);                    /* copies it (CPython >= 3.8) */
 #pragma GCC diagnostic pop
+    PyMem_RawFree(home);
     return 0;
 }
 
