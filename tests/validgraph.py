@@ -73,7 +73,12 @@ from nnapi_py.ops.base import Info, ChannelQuant, check_operation  # noqa: E402
 F32, F16, Q8, Q8S = "TENSOR_FLOAT32", "TENSOR_FLOAT16", "TENSOR_QUANT8_ASYMM", "TENSOR_QUANT8_ASYMM_SIGNED"
 QPC = "TENSOR_QUANT8_SYMM_PER_CHANNEL"
 QUANT = (Q8, Q8S)
-QRANGE = {Q8: (0, 255), Q8S: (-128, 127)}
+BOOL8, I32, Q16S, Q16A, Q8SYM = "TENSOR_BOOL8", "TENSOR_INT32", "TENSOR_QUANT16_SYMM", "TENSOR_QUANT16_ASYMM", \
+    "TENSOR_QUANT8_SYMM"
+Q16 = (Q16S, Q16A, Q8SYM)
+QRANGE = {Q8: (0, 255), Q8S: (-128, 127), Q16S: (-32768, 32767), Q16A: (0, 65535), Q8SYM: (-127, 127)}
+NPT = {F32: np.float32, F16: np.float16, Q8: np.uint8, Q8S: np.int8, BOOL8: np.uint8, I32: np.int32,
+       Q16S: np.int16, Q16A: np.uint16, Q8SYM: np.int8, "INT32": np.int32, "FLOAT32": np.float32}
 QUANT_ATOL = 1          # output steps, per quantized operation
 # 2 steps where the reference arithmetic itself strays from the float twin by more than one
 # rounding: e.g. RESIZE_BILINEAR's quantized kernel (TFLite's) interpolates the raw integers in
@@ -85,6 +90,7 @@ TOL = {"f32": (1e-4, 1e-5), "f16": (2.0 ** -7, 2.0 ** -7)}
 
 
 REJECTED = {}           # (operation, input type or "deferred") -> draws the registry refused
+REJECT_WHY = {}         # the same key -> the last reason given
 
 
 class Skip(Exception):
@@ -254,6 +260,8 @@ class Graph:
         self.ops = []             # (name, inputs, outputs, ref, out tensor, in tensors)
         self.inputs, self.tensors = [], []
         self.relaxed = relaxed
+        self.referenced = []      # subgraphs of IF / WHILE (conformance JSON)
+        self.ops_by_name = {}
 
     # operands
     def _add(self, type, dims, lifetime, data=None, scale=0.0, zp=0, channel=None):
@@ -288,15 +296,34 @@ class Graph:
         zp = int(np.clip(round(qlo - lo / scale), qlo, qhi))
         return scale, zp
 
-    def new_input(self, t, shape, lo=-1.0, hi=1.0, const=False):
-        real = self.rand_real(shape, lo, hi)
-        if t in QUANT:
-            scale, zp = self.quant_params(t, lo, hi)
+    def new_input(self, t, shape, lo=-1.0, hi=1.0, const=False, qp=None, values=None):
+        """A new model input (or constant) of type t; qp: its (scale, zero point); values: its
+        real values (default uniform in [lo, hi]; BOOL8 random, INT32 integers in [lo, hi])."""
+        shape = tuple(int(d) for d in shape)
+        if values is not None:
+            real = np.asarray(values, np.float64).reshape(shape)
+        elif t == BOOL8:
+            real = self.rng.random(shape) < 0.5
+        elif t in (I32, "INT32"):
+            real = self.rng.integers(int(lo), int(hi) + 1, shape)
+        else:
+            real = self.rand_real(shape, lo, hi)
+        if t in QUANT or t in Q16:
+            scale, zp = qp or self.quant_params(t, lo, hi)
             q = np.clip(np.round(real / scale) + zp, *QRANGE[t]).astype(np.int64)
             real = (q - zp) * scale
             data = q.reshape(-1).tolist()
+        elif t == BOOL8:
+            real = np.asarray(real, bool)
+            data = real.astype(int).reshape(-1).tolist()
+            scale, zp = 0.0, 0
+        elif t in (I32, "INT32"):
+            real = np.asarray(real, np.int64)
+            data = real.reshape(-1).tolist()
+            scale, zp = 0.0, 0
         else:
-            real = real.astype(np.float16 if t == F16 else np.float32).astype(np.float64)
+            # relaxed models' inputs are float16 values, so an fp16 device's rounding is exact
+            real = real.astype(np.float16 if t == F16 or self.relaxed else np.float32).astype(np.float64)
             data = real.reshape(-1).tolist()
             scale, zp = 0.0, 0
         idx = self._add(t, shape, "CONSTANT_COPY" if const else "SUBGRAPH_INPUT", data, scale, zp)
@@ -306,6 +333,20 @@ class Graph:
             self.inputs.append(idx)
             self.tensors.append(ten)
         return ten
+
+    def none(self, t="TENSOR_FLOAT32"):
+        """An omitted optional input (NO_VALUE)."""
+        return self._add(t, [], "NO_VALUE")
+
+    def pick(self, t, shape=None, rank=None, lo=-1.0, hi=1.0, p=0.6, **kw):
+        """An earlier tensor of type t (and shape / rank) or a new input."""
+        pool = [x for x in self.tensors if x.type == t and (shape is None or x.shape == tuple(shape))
+                and (rank is None or len(x.shape) == rank) and x.real.size <= 4096]
+        if pool and self.rng.random() < p:
+            return pool[int(self.rng.integers(len(pool)))]
+        if shape is None:
+            shape = tuple(_small(self.rng, 4) for _ in range(rank or int(self.rng.integers(1, 4))))
+        return self.new_input(t, shape, lo, hi, **kw)
 
     def weights(self, t, shape, per_channel_dim=None, input_scale=None):
         """A constant filter: float, Q8 (asymmetric) or per-channel symmetric int8 (QPC)."""
@@ -343,55 +384,83 @@ class Graph:
         return ten
 
     # operations
-    def op(self, name, ins, xs, ref, out_q="free", out_type=None, extra_reals=()):
+    def op(self, name, ins, xs, ref, out_q="free", out_type=None, outs=None, check=None, perop=False):
         """Add operation name with input operand indices ins; xs: the tensors whose values the
-        reference reads (in order); ref(*reals) -> float64 result; out_q: "same" (input 0's
-        quantization), "free" (from the result's range) or a (scale, zp) pair."""
-        t = out_type or xs[0].type
+        reference reads (in order); ref(*reals) -> float64 result (a tuple when outs is given);
+        out_q: "same" (input 0's quantization), "free" (from the result's range) or a (scale, zp)
+        pair; outs: [(type, out_q), ...] for several outputs (then a list is returned).
+        check(got, want, reals) -> [problems] replaces the value comparison (property checks,
+        ties); perop: compare with the reference on the library's own inputs (exposed), for
+        results that are not continuous in their inputs (comparisons, rounding, argmax...)."""
         real = ref(*[x.real for x in xs])
-        if t in QUANT:
-            if out_q == "same":
-                scale, zp = xs[0].scale, xs[0].zp
-            elif out_q == "free":
-                lo, hi = (float(real.min()), float(real.max())) if real.size else (0.0, 1.0)
-                scale, zp = self.quant_params(t, lo, hi)
+        specs = outs or [(out_type or xs[0].type, out_q)]
+        reals = list(real) if outs else [real]
+        tens = []
+        for (t, q_), r in zip(specs, reals):
+            r = np.asarray(r)
+            if t in QUANT or t in Q16:
+                if q_ == "same":
+                    scale, zp = xs[0].scale, xs[0].zp
+                elif q_ == "free":
+                    lo, hi = (float(r.min()), float(r.max())) if r.size else (0.0, 1.0)
+                    scale, zp = self.quant_params(t, lo, hi)
+                else:
+                    scale, zp = q_
+                q = np.clip(np.round(r / scale) + zp, *QRANGE[t])
+                stored = (q - zp) * scale
+            elif t == "TENSOR_QUANT8_ASYMM_HITS":
+                raise AssertionError
             else:
-                scale, zp = out_q
-            q = np.clip(np.round(real / scale) + zp, *QRANGE[t])
-            stored = (q - zp) * scale
-        else:
-            scale, zp, stored = 0.0, 0, real
-        idx = self._add(t, real.shape, "TEMPORARY_VARIABLE", None, scale, zp)
-        out = Tensor(idx, t, real.shape, scale, zp)
-        out.real = stored if t in QUANT else real
-        self._validate(name, ins, idx)
-        self.ops.append((name, list(ins), [idx], ref, out, list(xs)))
-        self.tensors.append(out)
-        return out
+                scale, zp, stored = 0.0, 0, r
+                if isinstance(q_, tuple):
+                    scale, zp = q_
+            idx = self._add(t, r.shape, "TEMPORARY_VARIABLE", None, scale, zp)
+            ten = Tensor(idx, t, r.shape, scale, zp)
+            ten.real = stored
+            tens.append(ten)
+        self._validate(name, ins, [x.idx for x in tens])
+        self.ops.append(OpRec(name, list(ins), [x.idx for x in tens], ref, tens, list(xs), check, perop))
+        self.tensors.extend(tens)
+        return tens if outs else tens[0]
 
-    def _validate(self, name, ins, out):
+    def _info(self, k):
+        o = self.operands[k]
+        if o["lifetime"] == "NO_VALUE":
+            return Info(getattr(C, o["type"]), tuple(o["dimensions"]), omitted=True)
+        if o["type"] == "SUBGRAPH":
+            return Info(C.SUBGRAPH if hasattr(C, "SUBGRAPH") else C.MODEL, (), value=o.get("sub"))
+        t = getattr(C, o["type"])
+        ch = o["channelQuant"]
+        value = None
+        if o["lifetime"] == "CONSTANT_COPY":
+            value = np.asarray(o["data"], dtype=C.DTYPES[t]).reshape(o["dimensions"]) \
+                if o["dimensions"] else np.asarray(o["data"][0], C.DTYPES[t])[()]
+        return Info(t, tuple(o["dimensions"]), o["scale"], o["zeroPoint"],
+                    ChannelQuant(ch["channelDim"], np.asarray(ch["scales"], np.float32)) if ch else None,
+                    value)
+
+    def _validate(self, name, ins, outs):
         """The registry's validate(), as addOperation and Model_finish run it."""
         op = registry.OPS[C.OPERATION_CODES[name]]
-        infos = []
-        for k in list(ins) + [out]:
-            o = self.operands[k]
-            t = getattr(C, o["type"])
-            ch = o["channelQuant"]
-            value = None
-            if o["lifetime"] == "CONSTANT_COPY":
-                value = np.asarray(o["data"], dtype=C.DTYPES[t]).reshape(o["dimensions"]) \
-                    if o["dimensions"] else np.asarray(o["data"][0], C.DTYPES[t])[()]
-            infos.append(Info(t, tuple(o["dimensions"]), o["scale"], o["zeroPoint"],
-                              ChannelQuant(ch["channelDim"], np.asarray(ch["scales"], np.float32)) if ch else None,
-                              value))
+        infos = [self._info(k) for k in list(ins) + list(outs)]
+        key = (name, self.operands[ins[0]]["type"] if ins else "-")
         try:
-            _, deferred = check_operation(op, infos[:-1], infos[-1:])
+            _, deferred = check_operation(op, infos[:len(ins)], infos[len(ins):])
         except Exception as e:           # NNError BAD_DATA: not valid for this registry
-            REJECTED[(name, self.operands[ins[0]]["type"])] = REJECTED.get((name, self.operands[ins[0]]["type"]), 0) + 1
+            REJECTED[key] = REJECTED.get(key, 0) + 1
+            REJECT_WHY[key] = str(e)[:300]
             raise Skip(f"{name}: rejected by the registry: {e}")
         if deferred is not None:
             REJECTED[(name, "deferred")] = REJECTED.get((name, "deferred"), 0) + 1
+            REJECT_WHY[(name, "deferred")] = str(deferred)[:300]
             raise Skip(f"{name}: deferred by the registry: {deferred}")
+
+
+class OpRec:
+    """One operation of a graph: its operands, reference and checks."""
+    def __init__(self, name, ins, outs, ref, out, xs, check=None, perop=False):
+        self.name, self.ins, self.outs, self.ref, self.out, self.xs = name, ins, outs, ref, out, xs
+        self.check, self.perop = check, perop
 
 
 # ---- recipes: one valid instance of an operation reading x -----------------------------------------
@@ -696,10 +765,11 @@ def _pad(name):
 
 
 def _reduce(name):
-    fn = {"MEAN": np.mean, "REDUCE_SUM": np.sum, "REDUCE_MAX": np.max}[name]
+    fn = {"MEAN": np.mean, "REDUCE_SUM": np.sum, "REDUCE_MAX": np.max, "REDUCE_MIN": np.min,
+          "REDUCE_PROD": np.prod}[name]
 
     def recipe(g, rng, x):
-        if x.type in QUANT and name == "REDUCE_SUM":
+        if x.type in QUANT and name in ("REDUCE_SUM", "REDUCE_PROD"):
             raise Skip("float only")
         r = len(x.shape)
         axes = [k for k in range(r) if rng.random() < 0.5] or [int(rng.integers(r))]
@@ -766,11 +836,579 @@ RECIPES.update({name: _binary(name) for name in BINARY})
 RECIPES.update({"FULLY_CONNECTED": _fully_connected, "CONCATENATION": _concat, "RESHAPE": _reshape,
                 "SQUEEZE": _squeeze, "TRANSPOSE": _transpose, "PAD": _pad("PAD"), "PAD_V2": _pad("PAD_V2"),
                 "MEAN": _reduce("MEAN"), "REDUCE_SUM": _reduce("REDUCE_SUM"),
-                "REDUCE_MAX": _reduce("REDUCE_MAX"), "SOFTMAX": _softmax,
+                "REDUCE_MAX": _reduce("REDUCE_MAX"), "REDUCE_MIN": _reduce("REDUCE_MIN"),
+                "REDUCE_PROD": _reduce("REDUCE_PROD"), "SOFTMAX": _softmax,
                 "RESIZE_BILINEAR": _resize("RESIZE_BILINEAR"),
                 "RESIZE_NEAREST_NEIGHBOR": _resize("RESIZE_NEAREST_NEIGHBOR")})
 RANK4 = {"CONV_2D", "DEPTHWISE_CONV_2D", "GROUPED_CONV_2D", "TRANSPOSE_CONV_2D", "AVERAGE_POOL_2D",
          "MAX_POOL_2D", "L2_POOL_2D", "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR"}
+
+
+# ---- comparisons, logical, select, more unary / binary ---------------------------------------------
+CMP = {"EQUAL": np.equal, "NOT_EQUAL": np.not_equal, "GREATER": np.greater,
+       "GREATER_EQUAL": np.greater_equal, "LESS": np.less, "LESS_EQUAL": np.less_equal}
+
+
+def _fresh_float(g, x, lo=-1.0, hi=1.0):
+    """x, or a new input of its shape when x is a float result (the operation is checked on
+    the library's inputs anyway; fresh inputs keep fp16 chains short)."""
+    return x
+
+
+def _cmp_check(fn):
+    def check(got, wants, reals):
+        a, b = reals
+        w = fn(a, b)
+        a_, b_ = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(b, np.float64))
+        near = np.abs(a_ - b_) <= 1e-6 * np.maximum(1.0, np.maximum(np.abs(a_), np.abs(b_)))
+        bad = ((got[0] != 0) != w) & ~near
+        if bad.any():
+            i = int(np.argmax(bad))
+            return [f"{int(bad.sum())}/{bad.size} values differ; first at flat {i}: got {got[0].reshape(-1)[i]}, "
+                    f"a={a_.reshape(-1)[i]!r} b={b_.reshape(-1)[i]!r}"]
+        return []
+    return check
+
+
+def _comparison(name):
+    fn = CMP[name]
+
+    def recipe(g, rng, x):
+        if rng.random() < 0.3:            # operands from a small set of values: ties
+            vals = rng.integers(-2, 3, x.shape) * 0.5
+            x = g.new_input(x.type, x.shape, -1.5, 1.5, values=vals, qp=(0.5, 0 if x.type == Q8S else 128)
+                            if x.type in QUANT else None)
+        other, shape = _broadcast_partner(g, rng, x)
+        if other is None:
+            vals = rng.integers(-2, 3, shape) * 0.5 if rng.random() < 0.5 else None
+            other = g.new_input(x.type, shape, -1.0, 1.0, values=vals, const=bool(rng.random() < 0.2))
+        a, b = (x, other) if rng.random() < 0.5 else (other, x)
+        return g.op(name, [a.idx, b.idx], [a, b], lambda u, v: fn(u, v), out_type=BOOL8,
+                    check=_cmp_check(fn))
+    return recipe
+
+
+def _logical(name):
+    def recipe(g, rng, x):
+        a = g.pick(BOOL8, rank=len(x.shape))
+        if name == "LOGICAL_NOT":
+            return g.op(name, [a.idx], [a], np.logical_not, out_type=BOOL8)
+        other, shape = _broadcast_partner(g, rng, a)
+        b = other or g.new_input(BOOL8, shape)
+        f = np.logical_and if name == "LOGICAL_AND" else np.logical_or
+        return g.op(name, [a.idx, b.idx], [a, b], f, out_type=BOOL8)
+    return recipe
+
+
+def _select(g, rng, x):
+    c = g.pick(BOOL8, shape=x.shape)
+    other = g.pick(x.type, shape=x.shape, p=0.3)
+    a, b = (x, other) if rng.random() < 0.5 else (other, x)
+    return g.op("SELECT", [c.idx, a.idx, b.idx], [c, a, b], lambda cc, u, v: np.where(cc, u, v), out_type=x.type,
+                out_q="free" if rng.random() < 0.5 else (x.scale, x.zp))
+
+
+def _floor(g, rng, x):
+    if x.type in QUANT:
+        raise Skip("float only")
+    x = g.new_input(x.type, x.shape, -4, 4) if rng.random() < 0.5 else x
+    return g.op("FLOOR", [x.idx], [x], np.floor, perop=True)
+
+
+def _log(g, rng, x):
+    if x.type in QUANT:
+        raise Skip("float only")
+    x = g.new_input(x.type, x.shape, 0.1, 4.0)
+    return g.op("LOG", [x.idx], [x], np.log)
+
+
+def _sin(g, rng, x):
+    if x.type in QUANT:
+        raise Skip("float only")
+    if float(np.max(np.abs(x.real))) > 3:
+        x = g.new_input(x.type, x.shape, -3, 3)
+    return g.op("SIN", [x.idx], [x], np.sin)
+
+
+def _pow(g, rng, x):
+    if x.type in QUANT:
+        raise Skip("float only")
+    x = g.new_input(x.type, x.shape, 0.5, 2.0)
+    _, shape = _broadcast_partner(g, rng, x)
+    e = g.new_input(x.type, shape, -2.0, 2.0, const=bool(rng.random() < 0.3))
+    return g.op("POW", [x.idx, e.idx], [x, e], np.power)
+
+
+def _prelu(g, rng, x):
+    _, shape = _broadcast_partner(g, rng, x)
+    al = g.new_input(x.type, shape, -1.0, 1.0, const=bool(rng.random() < 0.5))
+    return g.op("PRELU", [x.idx, al.idx], [x, al], lambda u, a: np.where(u >= 0, u, u * a))
+
+
+def _cast(g, rng, x):
+    r = rng.random()
+    if x.type in QUANT:
+        if x.type == Q8S or r < 0.2:
+            out = x.type
+        else:
+            out = str(rng.choice([F32, F16, I32]))
+        # CAST ignores scale and zero point: the raw integers
+        raw = g.new_input(x.type, x.shape, values=None, qp=(1.0, 0) if x.type == Q8 else (1.0, 0),
+                          lo=float(QRANGE[x.type][0]), hi=float(QRANGE[x.type][1]))
+        qp = (1.0, 0) if out == x.type else None
+        return g.op("CAST", [raw.idx], [raw], lambda a: a, out_type=out, out_q=qp or "free",
+                    **({} if out in QUANT else {"perop": True}))
+    out = str(rng.choice([F32, F16, I32, Q8]))
+    if out in (I32, Q8):
+        lo, hi = (-20.0, 20.0) if out == I32 else (-10.0, 300.0)
+        x = g.new_input(x.type, x.shape, lo, hi)
+        if out == Q8:   # float to uint8: the value converted, saturated to [0, 255] and truncated
+            def ref(a):
+                return np.clip(np.trunc(a), 0, 255)
+            return g.op("CAST", [x.idx], [x], ref, out_type=Q8, out_q=(1.0, 0), perop=True)
+        return g.op("CAST", [x.idx], [x], np.trunc, out_type=I32, perop=True)
+    if rng.random() < 0.3:
+        xi = g.new_input(I32, x.shape, -50, 50)
+        return g.op("CAST", [xi.idx], [xi], lambda a: a.astype(np.float64), out_type=out)
+    return g.op("CAST", [x.idx], [x], lambda a: a, out_type=out)
+
+
+def _quantize(g, rng, x):
+    if x.type in QUANT:
+        x = g.new_input(str(rng.choice([F32, F16])), x.shape)
+    out = str(rng.choice([Q8, Q8S]))
+    return g.op("QUANTIZE", [x.idx], [x], lambda a: a, out_type=out, perop=True)
+
+
+def _dequantize(g, rng, x):
+    if x.type not in QUANT:
+        x = g.new_input(str(rng.choice([Q8, Q8S])), x.shape)
+    out = str(rng.choice([F32, F16]))
+    return g.op("DEQUANTIZE", [x.idx], [x], lambda a: a, out_type=out)
+
+
+def _log_softmax(g, rng, x):
+    if x.type in QUANT:
+        raise Skip("float only")
+    r = len(x.shape)
+    beta = float(rng.choice([1.0, 0.5, 2.0]))
+    axis = int(rng.integers(r))
+
+    def ref(a):
+        z = (a - a.max(axis=axis, keepdims=True)) * beta
+        return z - np.log(np.exp(z).sum(axis=axis, keepdims=True))
+    return g.op("LOG_SOFTMAX", [x.idx, g.fscalar(x.type, beta), g.i32(axis - r if rng.random() < 0.3 else axis)],
+                [x], ref, perop=True)
+
+
+def _l2norm(g, rng, x):
+    r = len(x.shape)
+    axis = r - 1
+    ins = [x.idx]
+    if rng.random() < 0.5:
+        axis = int(rng.integers(r))
+        ins.append(g.i32(axis - r if rng.random() < 0.3 else axis))
+
+    def ref(a):
+        n = np.sqrt((a * a).sum(axis=axis, keepdims=True))
+        return np.where(n > 0, a / np.where(n > 0, n, 1), 0.0)
+    q = {Q8: (1 / 128, 128), Q8S: (1 / 128, 0)}.get(x.type, "free")
+    return g.op("L2_NORMALIZATION", ins, [x], ref, out_q=q, perop=True)
+
+
+def _lrn(g, rng, x):
+    if x.type in QUANT:
+        raise Skip("float only")
+    r = len(x.shape)
+    radius = int(rng.integers(0, 4))
+    bias, alpha, beta = float(rng.choice([1.0, 0.5, 2.0])), float(rng.choice([0.1, 0.5, 1.0])), \
+        float(rng.choice([0.5, 0.75, 1.0]))
+    axis = r - 1
+    ins = [x.idx, g.i32(radius), g.fscalar(x.type, bias), g.fscalar(x.type, alpha), g.fscalar(x.type, beta)]
+    if rng.random() < 0.5 or r != 4:
+        axis = int(rng.integers(r))
+        ins.append(g.i32(axis - r if rng.random() < 0.3 else axis))
+
+    def ref(a):
+        m = np.moveaxis(a, axis, -1)
+        sq = m * m
+        d = m.shape[-1]
+        acc = np.zeros_like(m)
+        for c in range(d):
+            acc[..., c] = sq[..., max(0, c - radius):c + radius + 1].sum(-1)
+        return np.moveaxis(m / (bias + alpha * acc) ** beta, -1, axis)
+    return g.op("LOCAL_RESPONSE_NORMALIZATION", ins, [x], ref)
+
+
+def _instance_norm(g, rng, x):
+    if x.type in QUANT or len(x.shape) != 4:
+        raise Skip("float, rank 4")
+    nchw = bool(rng.random() < 0.4)
+    c = x.shape[1] if nchw else x.shape[3]
+    gamma, beta = float(np.float16(rng.uniform(0.5, 2))), float(np.float16(rng.uniform(-1, 1)))
+    eps = float(rng.choice([0.01, 0.1, 1.0]))
+
+    def ref(a):
+        xn = to_nhwc(a, nchw)
+        m = xn.mean(axis=(1, 2), keepdims=True)
+        v = ((xn - m) ** 2).mean(axis=(1, 2), keepdims=True)
+        return from_nhwc(gamma * (xn - m) / np.sqrt(v + eps) + beta, nchw)
+    del c
+    return g.op("INSTANCE_NORMALIZATION", [x.idx, g.fscalar(x.type, gamma), g.fscalar(x.type, beta),
+                                           g.fscalar(x.type, eps), g.scalar("BOOL", nchw)], [x], ref, perop=True)
+
+
+# ---- reductions over axes / arg ------------------------------------------------------------------
+def _argminmax(name):
+    def recipe(g, rng, x):
+        r = len(x.shape)
+        if r < 2:
+            raise Skip("rank-0 output")
+        axis = int(rng.integers(r))
+        f = np.argmax if name == "ARGMAX" else np.argmin
+        return g.op(name, [x.idx, g.i32(axis - r if rng.random() < 0.3 else axis)], [x],
+                    lambda a: f(a, axis=axis), out_type=I32, perop=True)
+    return recipe
+
+
+def _reduce_bool(name):
+    fn = np.all if name == "REDUCE_ALL" else np.any
+
+    def recipe(g, rng, x):
+        b = g.pick(BOOL8, rank=len(x.shape))
+        if rng.random() < 0.3:
+            b = g.new_input(BOOL8, b.shape, values=rng.random(b.shape) < (0.9 if name == "REDUCE_ALL" else 0.1))
+        r = len(b.shape)
+        axes = [k for k in range(r) if rng.random() < 0.5] or [int(rng.integers(r))]
+        keep = bool(rng.random() < 0.5)
+        if not keep and len(axes) == r:
+            raise Skip("rank-0 output")
+        return g.op(name, [b.idx, g.i32_tensor(np.array(axes)), g.scalar("BOOL", keep)], [b],
+                    lambda a: fn(a, axis=tuple(axes), keepdims=keep), out_type=BOOL8)
+    return recipe
+
+
+# ---- shapes, slices, gathers ---------------------------------------------------------------------
+def _expand_dims(g, rng, x):
+    r = len(x.shape)
+    axis = int(rng.integers(-(r + 1), r + 1))
+    return g.op("EXPAND_DIMS", [x.idx, g.i32(axis)], [x], lambda a: np.expand_dims(a, axis), out_q="same")
+
+
+def _fill(g, rng, x):
+    t = x.type if x.type in (F32, F16) else I32
+    shape = [_small(rng, 4) for _ in range(int(rng.integers(1, 5)))]
+    v = float(np.float16(rng.uniform(-3, 3))) if t != I32 else int(rng.integers(-100, 100))
+    vop = g.scalar({F32: "FLOAT32", F16: "FLOAT16", I32: "INT32"}[t], v)
+    return g.op("FILL", [g.i32_tensor(np.array(shape)), vop], [], lambda: np.full(shape, v, np.float64 if t != I32
+                                                                                    else np.int64), out_type=t)
+
+
+def _rank(g, rng, x):
+    return g.op("RANK", [x.idx], [x], lambda a: np.asarray(a.ndim), out_type="INT32")
+
+
+def _pack(g, rng, x):
+    r = len(x.shape)
+    if r > 3:
+        raise Skip("rank")
+    n = int(rng.integers(1, 4))
+    parts = [x] + [g.new_input(x.type, x.shape, qp=(x.scale, x.zp) if x.type in QUANT else None)
+                   for _ in range(n - 1)]
+    parts = [parts[k] for k in rng.permutation(len(parts))]
+    axis = int(rng.integers(0, r + 1))
+    return g.op("PACK", [g.i32(axis)] + [p.idx for p in parts], parts, lambda *rs: np.stack(rs, axis=axis),
+                out_q=(x.scale, x.zp) if x.type in QUANT else "free")
+
+
+def _reverse(g, rng, x):
+    axis = int(rng.integers(len(x.shape)))
+    return g.op("REVERSE", [x.idx, g.i32_tensor(np.array([axis]))], [x], lambda a: np.flip(a, axis), out_q="same")
+
+
+def _tile(g, rng, x):
+    m = [int(rng.choice([1, 1, 2, 3])) for _ in x.shape]
+    return g.op("TILE", [x.idx, g.i32_tensor(np.array(m))], [x], lambda a: np.tile(a, m), out_q="same")
+
+
+def _slice(g, rng, x):
+    begin = [int(rng.integers(0, d)) for d in x.shape]
+    size = [int(rng.integers(1, d - b + 1)) if rng.random() < 0.7 else -1 for d, b in zip(x.shape, begin)]
+    sl = tuple(slice(b, None if s == -1 else b + s) for b, s in zip(begin, size))
+    return g.op("SLICE", [x.idx, g.i32_tensor(np.array(begin)), g.i32_tensor(np.array(size))], [x],
+                lambda a: a[sl], out_q="same")
+
+
+def _strided_slice(g, rng, x):
+    r = len(x.shape)
+    begin, end, strides, bm, em, sm = [], [], [], 0, 0, 0
+    idx = []
+    for k, d in enumerate(x.shape):
+        s = int(rng.choice([1, 1, 2, 3, -1, -2]))
+        b = int(rng.integers(-d, d))
+        e = int(rng.integers(-d - 1, d + 2))
+        use_bm, use_em = rng.random() < 0.2, rng.random() < 0.2
+        if rng.random() < 0.15 and s > 0 and not use_bm and not use_em:     # shrink this axis
+            bb = b + d if b < 0 else b
+            begin.append(b), end.append(bb + 1), strides.append(1)
+            sm |= 1 << k
+            idx.append(bb)
+            continue
+        if use_bm:
+            bm |= 1 << k
+        if use_em:
+            em |= 1 << k
+        begin.append(b), end.append(e), strides.append(s)
+        bb = (b + d if b < 0 else b)
+        ee = (e + d if e < 0 else e)
+        if s > 0:
+            bb = 0 if use_bm else min(max(bb, 0), d)
+            ee = d if use_em else min(max(ee, 0), d)
+        else:
+            bb = d - 1 if use_bm else min(max(bb, -1), d - 1)
+            ee = -1 if use_em else min(max(ee, -1), d - 1)
+        rng_ = np.arange(bb, ee, s)
+        if rng_.size == 0:
+            raise Skip("empty slice")
+        idx.append(rng_)
+    if sm == (1 << r) - 1:
+        raise Skip("rank-0 output")
+
+    def ref(a):
+        out = a
+        for k in range(r - 1, -1, -1):
+            out = np.take(out, idx[k], axis=k)
+        return out
+    ins = [x.idx, g.i32_tensor(np.array(begin)), g.i32_tensor(np.array(end)), g.i32_tensor(np.array(strides)),
+           g.i32(bm), g.i32(em), g.i32(sm)]
+    return g.op("STRIDED_SLICE", ins, [x], ref, out_q="same")
+
+
+def _split(g, rng, x):
+    r = len(x.shape)
+    axis = int(rng.integers(r))
+    d = x.shape[axis]
+    n = int(rng.choice([k for k in range(1, d + 1) if d % k == 0]))
+    q = (x.scale, x.zp) if x.type in QUANT else "free"
+    return g.op("SPLIT", [x.idx, g.i32(axis - r if rng.random() < 0.3 else axis), g.i32(n)], [x],
+                lambda a: tuple(np.split(a, n, axis=axis)), outs=[(x.type, q)] * n)
+
+
+def _gather(g, rng, x):
+    r = len(x.shape)
+    axis = int(rng.integers(r))
+    ishape = tuple(_small(rng, 3) for _ in range(int(rng.integers(1, 3))))
+    if r + len(ishape) - 1 > 4:
+        ishape = ishape[:1]
+    ind = g.new_input(I32, ishape, 0, x.shape[axis] - 1, const=bool(rng.random() < 0.5))
+    return g.op("GATHER", [x.idx, g.i32(axis - r if rng.random() < 0.3 else axis), ind.idx], [x, ind],
+                lambda a, i: np.take(a, i, axis=axis), out_q="same")
+
+
+def _topk_check(got, wants, reals):
+    vals, idx = got
+    want_vals, _ = wants
+    a = reals[0]
+    probs = []
+    if not np.array_equal(np.asarray(vals), np.asarray(vals)) or vals.shape != want_vals.shape:
+        return ["shape"]
+    return probs
+
+
+def _topk(g, rng, x):
+    d = x.shape[-1]
+    k = int(rng.integers(1, d + 1))
+
+    def ref(a):
+        order = np.argsort(-a, axis=-1, kind="stable")[..., :k]
+        return np.take_along_axis(a, order, -1), order
+
+    def check(got, wants, reals):
+        a = np.asarray(reals[0])
+        vals_t, idx_t = g.ops_by_name["TOPK_V2"][id(check)]
+        gv, gi = decode(vals_t, got[0]), got[1].astype(np.int64)
+        wv = wants[0]
+        problems = []
+        if vals_t.type in QUANT:
+            wv = np.round(wv / vals_t.scale) * vals_t.scale
+            gv = np.round(gv / vals_t.scale) * vals_t.scale
+        if not np.allclose(gv, wv, rtol=0, atol=1e-9):
+            problems.append(f"values {gv.reshape(-1)[:8]} expected {wv.reshape(-1)[:8]}")
+        if ((gi < 0) | (gi >= d)).any():
+            problems.append("index out of range")
+        else:
+            at = np.take_along_axis(a, gi, -1)
+            if vals_t.type in QUANT:
+                at = np.round(at / vals_t.scale) * vals_t.scale
+            if not np.allclose(at, gv, rtol=0, atol=1e-9):
+                problems.append("indices do not point at the values")
+            if any(len(set(row)) != len(row) for row in gi.reshape(-1, k).tolist()):
+                problems.append("an index repeated")
+        return problems
+    outs = g.op("TOPK_V2", [x.idx, g.i32(k)], [x], ref, outs=[(x.type, "same"), (I32, None)], check=check)
+    g.ops_by_name.setdefault("TOPK_V2", {})[id(check)] = outs
+    return outs
+
+
+def _mirror_pad(g, rng, x):
+    mode = int(rng.integers(0, 2))          # 0 REFLECT, 1 SYMMETRIC
+    p = np.array([[int(rng.integers(0, (d - 1 if mode == 0 else d) + 1)) for _ in range(2)] for d in x.shape])
+    p[rng.random(len(x.shape)) < 0.3] = 0
+    return g.op("MIRROR_PAD", [x.idx, g.i32_tensor(p), g.i32(mode)], [x],
+                lambda a: np.pad(a, [tuple(int(v) for v in row) for row in p],
+                                 mode="reflect" if mode == 0 else "symmetric"), out_q="same")
+
+
+def _channel_shuffle(g, rng, x):
+    r = len(x.shape)
+    axis = int(rng.integers(r))
+    d = x.shape[axis]
+    groups = int(rng.choice([k for k in range(1, d + 1) if d % k == 0]))
+
+    def ref(a):
+        m = np.moveaxis(a, axis, -1)
+        m = m.reshape(m.shape[:-1] + (groups, d // groups)).swapaxes(-1, -2).reshape(m.shape)
+        return np.moveaxis(m, -1, axis)
+    return g.op("CHANNEL_SHUFFLE", [x.idx, g.i32(groups), g.i32(axis - r if rng.random() < 0.3 else axis)], [x],
+                ref, out_q="same")
+
+
+def _space_depth(name):
+    def recipe(g, rng, x):
+        if len(x.shape) != 4:
+            raise Skip("rank")
+        nchw = bool(rng.random() < 0.4)
+        n, h, w, c = x.shape if not nchw else (x.shape[0], x.shape[2], x.shape[3], x.shape[1])
+        if name == "SPACE_TO_DEPTH":
+            bs = [b for b in range(1, 5) if h % b == 0 and w % b == 0]
+        else:
+            bs = [b for b in range(1, 5) if c % (b * b) == 0]
+        b = int(rng.choice(bs))
+        if b == 1 and rng.random() < 0.7:
+            raise Skip("block 1")
+
+        def ref(a):
+            a = to_nhwc(a, nchw)
+            if name == "SPACE_TO_DEPTH":
+                y = a.reshape(n, h // b, b, w // b, b, c).transpose(0, 1, 3, 2, 4, 5).reshape(n, h // b, w // b, -1)
+            else:
+                y = a.reshape(n, h, w, b, b, c // (b * b)).transpose(0, 1, 3, 2, 4, 5).reshape(n, h * b, w * b, -1)
+            return from_nhwc(y, nchw)
+        ins = [x.idx, g.i32(b)]
+        if nchw or rng.random() < 0.3:
+            ins.append(g.scalar("BOOL", nchw))
+        return g.op(name, ins, [x], ref, out_q="same")
+    return recipe
+
+
+def _space_batch(name):
+    def recipe(g, rng, x):
+        if len(x.shape) != 4:
+            raise Skip("rank")
+        nchw = bool(rng.random() < 0.4)
+        n, h, w, c = x.shape if not nchw else (x.shape[0], x.shape[2], x.shape[3], x.shape[1])
+        if name == "SPACE_TO_BATCH_ND":
+            bh, bw = int(rng.integers(1, 4)), int(rng.integers(1, 4))
+            pads = []
+            for size, bsz in ((h, bh), (w, bw)):
+                p0 = int(rng.integers(0, 3))
+                p1 = (-(size + p0)) % bsz + bsz * int(rng.integers(0, 2))
+                pads.append([p0, p1])
+            ph, pw = pads
+
+            def ref(a):
+                a = to_nhwc(a, nchw)
+                a = np.pad(a, ((0, 0), tuple(ph), tuple(pw), (0, 0)))
+                H, W = a.shape[1] // bh, a.shape[2] // bw
+                y = a.reshape(n, H, bh, W, bw, c).transpose(2, 4, 0, 1, 3, 5).reshape(bh * bw * n, H, W, c)
+                return from_nhwc(y, nchw)
+            ins = [x.idx, g.i32_tensor(np.array([bh, bw])), g.i32_tensor(np.array(pads))]
+        else:
+            cands = [(a, b) for a in range(1, 4) for b in range(1, 4) if n % (a * b) == 0]
+            bh, bw = cands[int(rng.integers(len(cands)))]
+
+            def ref(a):
+                a = to_nhwc(a, nchw)
+                nb = n // (bh * bw)
+                y = a.reshape(bh, bw, nb, h, w, c).transpose(2, 3, 0, 4, 1, 5).reshape(nb, h * bh, w * bw, c)
+                return from_nhwc(y, nchw)
+            ins = [x.idx, g.i32_tensor(np.array([bh, bw]))]
+        if nchw or rng.random() < 0.3:
+            ins.append(g.scalar("BOOL", nchw))
+        return g.op(name, ins, [x], ref, out_q="same")
+    return recipe
+
+
+def _batch_matmul(g, rng, x):
+    r = len(x.shape)
+    if r < 2 or x.type == Q8:
+        raise Skip("rank")
+    adj_x, adj_y = bool(rng.random() < 0.3), bool(rng.random() < 0.3)
+    m, k = (x.shape[-1], x.shape[-2]) if adj_x else (x.shape[-2], x.shape[-1])
+    n = _small(rng, 5)
+    bshape = x.shape[:-2] + ((n, k) if adj_y else (k, n))
+    y = g.new_input(x.type, bshape, const=bool(rng.random() < 0.3))
+
+    def ref(a, b):
+        a = np.swapaxes(a, -1, -2) if adj_x else a
+        b = np.swapaxes(b, -1, -2) if adj_y else b
+        return a @ b
+    del m
+    return g.op("BATCH_MATMUL", [x.idx, y.idx, g.scalar("BOOL", adj_x), g.scalar("BOOL", adj_y)], [x, y], ref)
+
+
+def _embedding_lookup(g, rng, x):
+    if len(x.shape) < 2:
+        raise Skip("rank")
+    k = _small(rng, 4)
+    look = g.new_input(I32, (k,), 0, x.shape[0] - 1, const=bool(rng.random() < 0.3))
+    return g.op("EMBEDDING_LOOKUP", [look.idx, x.idx], [look, x], lambda i, v: v[i], out_type=x.type,
+                out_q=(x.scale, x.zp))
+
+
+def _hashtable_lookup(g, rng, x):
+    if len(x.shape) < 2 or x.type in (F16, Q8S):
+        raise Skip("rank, types")
+    n = x.shape[0]
+    keys = np.sort(rng.choice(np.arange(-20, 20), n, replace=False))
+    k = _small(rng, 4)
+    look = rng.choice(np.concatenate([keys, rng.integers(-25, 25, 3)]), k)
+    kt = g.new_input(I32, (n,), values=keys, const=bool(rng.random() < 0.5))
+    lt = g.new_input(I32, (k,), values=look)
+
+    miss = -x.zp * x.scale if x.type in QUANT else 0.0     # a miss is a slice of zero bytes (Android's kernel)
+
+    def ref(lk, ky, v):
+        pos = {int(key): i for i, key in enumerate(ky)}
+        out = np.full((len(lk),) + v.shape[1:], miss)
+        hits = np.zeros(len(lk))
+        for j, key in enumerate(lk):
+            if int(key) in pos:
+                out[j] = v[pos[int(key)]]
+                hits[j] = 1
+        return out, hits
+    return g.op("HASHTABLE_LOOKUP", [lt.idx, kt.idx, x.idx], [lt, kt, x], ref,
+                outs=[(x.type, (x.scale, x.zp)), (Q8, (1.0, 0))])[0]
+
+
+RECIPES_2 = {name: _comparison(name) for name in CMP}
+RECIPES_2.update({name: _logical(name) for name in ("LOGICAL_AND", "LOGICAL_OR", "LOGICAL_NOT")})
+RECIPES_2.update({"SELECT": _select, "FLOOR": _floor, "LOG": _log, "SIN": _sin, "POW": _pow, "PRELU": _prelu,
+                  "CAST": _cast, "QUANTIZE": _quantize, "DEQUANTIZE": _dequantize, "LOG_SOFTMAX": _log_softmax,
+                  "L2_NORMALIZATION": _l2norm, "LOCAL_RESPONSE_NORMALIZATION": _lrn,
+                  "INSTANCE_NORMALIZATION": _instance_norm, "ARGMAX": _argminmax("ARGMAX"),
+                  "ARGMIN": _argminmax("ARGMIN"), "REDUCE_ALL": _reduce_bool("REDUCE_ALL"),
+                  "REDUCE_ANY": _reduce_bool("REDUCE_ANY"), "EXPAND_DIMS": _expand_dims, "FILL": _fill,
+                  "RANK": _rank, "PACK": _pack, "REVERSE": _reverse, "TILE": _tile, "SLICE": _slice,
+                  "STRIDED_SLICE": _strided_slice, "SPLIT": _split, "GATHER": _gather, "TOPK_V2": _topk,
+                  "MIRROR_PAD": _mirror_pad, "CHANNEL_SHUFFLE": _channel_shuffle,
+                  "SPACE_TO_DEPTH": _space_depth("SPACE_TO_DEPTH"), "DEPTH_TO_SPACE": _space_depth("DEPTH_TO_SPACE"),
+                  "SPACE_TO_BATCH_ND": _space_batch("SPACE_TO_BATCH_ND"),
+                  "BATCH_TO_SPACE_ND": _space_batch("BATCH_TO_SPACE_ND"), "BATCH_MATMUL": _batch_matmul,
+                  "EMBEDDING_LOOKUP": _embedding_lookup, "HASHTABLE_LOOKUP": _hashtable_lookup})
+RANK4.update({"INSTANCE_NORMALIZATION", "SPACE_TO_DEPTH", "DEPTH_TO_SPACE", "SPACE_TO_BATCH_ND",
+              "BATCH_TO_SPACE_ND"})
+RECIPES.update(RECIPES_2)
 
 
 # ---- one case --------------------------------------------------------------------------------------
@@ -787,6 +1425,7 @@ def generate(seed, ops=None, max_ops=4):
     t = str(rng.choice([F32, F32, F16, Q8, Q8S]))
     relaxed = t == F32 and rng.random() < 0.2
     g = Graph(rng, relaxed)
+    g.t, g.quant = t, t in QUANT
     want = int(rng.integers(1, max_ops + 1))
     tries = 0
     while len(g.ops) < want and tries < 40:
@@ -794,35 +1433,41 @@ def generate(seed, ops=None, max_ops=4):
         name = str(rng.choice(names))
         rank = 4 if name in RANK4 else int(rng.integers(1, 5))
         pool = [x for x in g.tensors if x.type == t and len(x.shape) == rank and x.real.size <= 4096]
-        mark = (len(g.operands), len(g.inputs), len(g.tensors))
+        mark = (len(g.operands), len(g.inputs), len(g.tensors), len(g.referenced))
         try:
             x = pool[-1] if pool and rng.random() < 0.8 else g.new_input(t, random_shape(rng, rank))
             out = RECIPES[name](g, rng, x)
-            if out.real.size == 0 or out.real.size > 20000:
+            first = out[0] if isinstance(out, list) else out
+            big = first.real.size and first.type in (F32, F16) and not (np.abs(first.real) < 1e4).all()
+            if first.real.size == 0 or first.real.size > 20000 or big:
                 raise Skip("size")
         except Skip:
-            del g.operands[mark[0]:], g.inputs[mark[1]:], g.tensors[mark[2]:]
-            g.ops = [o for o in g.ops if o[2][0] < mark[0]]
+            del g.operands[mark[0]:], g.inputs[mark[1]:], g.tensors[mark[2]:], g.referenced[mark[3]:]
+            g.ops = [o for o in g.ops if o.outs[0] < mark[0]]
             continue
     if not g.ops:
         return None
-    consumed = {i for o in g.ops for i in o[1]}
+    consumed = {i for o in g.ops for i in o.ins}
+    expose = set()
+    for o in g.ops:
+        if o.perop or o.check is not None:
+            expose.update(x.idx for x in o.xs)         # checked on the library's own inputs
     outputs = []
     for o in g.ops:
-        k = o[2][0]
-        if k not in consumed or t in QUANT or rng.random() < 0.3:
-            g.operands[k]["lifetime"] = "SUBGRAPH_OUTPUT"
-            real = o[4].real
-            g.operands[k]["data"] = [0] * int(real.size)
-            outputs.append(k)
+        for k in o.outs:
+            if k not in consumed or t in QUANT or k in expose or o.check is not None or rng.random() < 0.3:
+                g.operands[k]["lifetime"] = "SUBGRAPH_OUTPUT"
+                g.operands[k]["data"] = [0] * int(max(1, np.prod(g.operands[k]["dimensions"])))
+                outputs.append(k)
     for k in g.inputs:
-        g.operands[k]["numberOfConsumers"] = sum(1 for o in g.ops if k in o[1])
+        g.operands[k]["numberOfConsumers"] = sum(1 for o in g.ops if k in o.ins)
     test = {"name": f"validgraph_seed{seed}", "variations": [],
-            "ops": sorted({o[0] for o in g.ops}),
+            "ops": sorted({o.name for o in g.ops}),
             "model": {"main": {"name": "main", "operands": g.operands,
-                               "operations": [{"type": o[0], "inputs": o[1], "outputs": o[2]} for o in g.ops],
+                               "operations": [{"type": o.name, "inputs": o.ins, "outputs": o.outs}
+                                              for o in g.ops],
                                "inputIndexes": g.inputs, "outputIndexes": outputs},
-                      "referenced": [], "isRelaxed": relaxed, "expectFailure": False},
+                      "referenced": g.referenced, "isRelaxed": relaxed, "expectFailure": False},
             "featureLevel": None, "tolerance": {}, "suites": {"DynamicOutputShapeTest": True}}
     return test, g, outputs
 
@@ -848,10 +1493,62 @@ def _float_bound(g, t):
     return TOL["f16" if fp16 else "f32"]
 
 
+def decode(ten, a):
+    """The real value of an output buffer a of tensor ten."""
+    if ten.type in QUANT or ten.type in Q16:
+        return (a.astype(np.float64) - ten.zp) * ten.scale
+    if ten.type == BOOL8:
+        return a != 0
+    if ten.type in (I32, "INT32"):
+        return a.astype(np.int64)
+    return a.astype(np.float64)
+
+
+def compare(name, ten, got, want, g):
+    """One output against its reference; a problem line or None."""
+    k = ten.idx
+    if got.shape != np.shape(want):
+        return f"{name} -> operand {k}: shape {list(got.shape)}, reference {list(np.shape(want))}"
+    if ten.type in QUANT or ten.type in Q16:
+        q = np.clip(np.round(np.asarray(want, np.float64) / ten.scale) + ten.zp, *QRANGE[ten.type])
+        diff = np.abs(got.astype(np.float64) - q)
+        tol = QUANT_ATOL_OP.get(name, QUANT_ATOL)
+        bad = diff > tol
+        if bad.any():
+            i = int(np.argmax(diff))
+            return (f"{name} -> operand {k}: {int(bad.sum())}/{bad.size} values beyond {tol} step(s); worst at "
+                    f"flat {i}: got {int(got.reshape(-1)[i])}, expected {int(q.reshape(-1)[i])} "
+                    f"(real {np.asarray(want).reshape(-1)[i]:.6g})")
+        return None
+    if ten.type in (F32, F16):
+        want = np.asarray(want, np.float64)
+        got_ = got.astype(np.float64)
+        a, r = _float_bound(g, ten.type)
+        scale = max(1.0, float(np.max(np.abs(want[np.isfinite(want)])))) if np.isfinite(want).any() else 1.0
+        with np.errstate(invalid="ignore"):
+            diff = np.abs(got_ - want)
+            bad = ~((diff <= a * scale + r * np.abs(want)) | (got_ == want) | (np.isnan(want) & np.isnan(got_)))
+        if bad.any():
+            i = int(np.argmax(np.where(bad, np.nan_to_num(diff, nan=1e300), -1)))
+            return (f"{name} -> operand {k}: {int(bad.sum())}/{bad.size} values beyond {a:g}*{scale:.3g} + "
+                    f"{r:g}|want|; worst at flat {i}: got {got_.reshape(-1)[i]:.7g}, expected "
+                    f"{want.reshape(-1)[i]:.7g}")
+        return None
+    g_ = decode(ten, got)
+    w = np.asarray(want)
+    if ten.type == BOOL8:
+        w = w.astype(bool)
+    bad = g_ != w
+    if bad.any():
+        i = int(np.argmax(bad))
+        return (f"{name} -> operand {k}: {int(bad.sum())}/{bad.size} values differ; first at flat {i}: "
+                f"got {g_.reshape(-1)[i]}, expected {w.reshape(-1)[i]}")
+    return None
+
+
 def check(test, g, outputs, got):
     """Compare the library's outputs with the references; returns a list of problems."""
     bufs, shapes = got
-    dt = {F32: np.float32, F16: np.float16, Q8: np.uint8, Q8S: np.int8}
     actual = {}
     problems = []
     for pos, k in enumerate(outputs):
@@ -861,41 +1558,30 @@ def check(test, g, outputs, got):
             problems.append(f"output {pos} (operand {k}): shape {list(shapes[pos])}, expected {list(want_shape)}")
             continue
         n = int(np.prod(want_shape))
-        d = dt[o["type"]]
+        d = NPT[o["type"]]
         actual[k] = bufs[pos][:n * np.dtype(d).itemsize].view(d).reshape(want_shape)
     if problems:
         return problems
-    quant = g.operands[g.ops[0][2][0]]["type"] in QUANT
-    for name, ins, outs, ref, out, xs in g.ops:
-        k = outs[0]
-        if k not in actual:
+    quant = g.quant
+    for rec in g.ops:
+        if not any(k in actual for k in rec.outs):
             continue
-        if quant:
-            reals = [(actual[x.idx].astype(np.float64) - x.zp) * x.scale if x.idx in actual else x.real
-                     for x in xs]
-            want = ref(*reals)
-            q = np.clip(np.round(want / out.scale) + out.zp, *QRANGE[out.type])
-            diff = np.abs(actual[k].astype(np.float64) - q)
-            tol = QUANT_ATOL_OP.get(name, QUANT_ATOL)
-            bad = diff > tol
-            if bad.any():
-                i = int(np.argmax(diff))
-                problems.append(f"{name} -> operand {k}: {int(bad.sum())}/{bad.size} values beyond {tol} "
-                                f"step(s); worst at flat {i}: got {int(actual[k].reshape(-1)[i])}, expected "
-                                f"{int(q.reshape(-1)[i])} (real {want.reshape(-1)[i]:.6g})")
+        perop = quant or rec.perop or rec.check is not None
+        if perop:
+            reals = [decode(x, actual[x.idx]) if x.idx in actual else x.real for x in rec.xs]
+            want = rec.ref(*reals)
+            wants = list(want) if isinstance(want, tuple) else [want]
         else:
-            want = out.real
-            got_ = actual[k].astype(np.float64)
-            a, r = _float_bound(g, out.type)
-            scale = max(1.0, float(np.max(np.abs(want)))) if want.size else 1.0
-            with np.errstate(invalid="ignore"):
-                diff = np.abs(got_ - want)
-                bad = ~((diff <= a * scale + r * np.abs(want)) | (got_ == want) | (np.isnan(want) & np.isnan(got_)))
-            if bad.any():
-                i = int(np.argmax(np.where(bad, diff, -1)))
-                problems.append(f"{name} -> operand {k}: {int(bad.sum())}/{bad.size} values beyond "
-                                f"{a:g}*{scale:.3g} + {r:g}|want|; worst at flat {i}: got "
-                                f"{got_.reshape(-1)[i]:.7g}, expected {want.reshape(-1)[i]:.7g}")
+            reals = None
+            wants = [x.real for x in rec.out]
+        if rec.check is not None:
+            problems += [f"{rec.name}: {p}" for p in rec.check([actual.get(k) for k in rec.outs], wants, reals)]
+            continue
+        for ten, w in zip(rec.out, wants):
+            if ten.idx in actual:
+                p = compare(rec.name, ten, actual[ten.idx], w, g)
+                if p:
+                    problems.append(p)
     return problems
 
 
@@ -994,6 +1680,9 @@ def main(argv=None):
     print("per operation:", ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
     if REJECTED:
         print("draws the registry refused:", ", ".join(f"{k[0]}/{k[1]} {v}" for k, v in sorted(REJECTED.items())))
+        if a.verbose:
+            for k, why in sorted(REJECT_WHY.items()):
+                print(f"    {k[0]}/{k[1]}: {why}")
     print(f"{cases} graphs, {len(modes)} modes, {len(failed)} failed"
           f"{' (seeds ' + ','.join(map(str, failed[:50])) + ')' if failed else ''}; {time.time() - t0:.1f}s")
     return 1 if failed else 0
