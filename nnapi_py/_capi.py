@@ -27,6 +27,7 @@ from .ops import registry
 from .cffi_util import copy_bytes, use_ffi
 from . import devices as devices_mod
 from .devices import Device
+from . import sl
 
 ffi = None   # set by install(): the embedded module's FFI
 _lib = None  # and its lib (C helpers of build_ffi.py)
@@ -364,7 +365,10 @@ def Compilation_setCaching(h, cache_dir, token):
 
 
 def Compilation_finish(h):
-    _comp(h).finish()
+    c = _comp(h)
+    if sl.ACTIVE:
+        return sl.finish(c)
+    c.finish()
     return 0
 
 
@@ -501,7 +505,10 @@ def Execution_setReusable(h, r):
 
 
 def Execution_compute(h):
-    status = _exec(h).compute()
+    ex = _exec(h)
+    if sl.ACTIVE:
+        sl.watch(ex, sl.SYNC)
+    status = ex.compute()
     if status:
         raise NNError(status, last_error()[1])
     return 0
@@ -516,6 +523,8 @@ def Execution_burstCompute(h, b):
         raise bad_data("the burst and the execution come from different compilations")
     if not burst.lock.acquire(False):
         raise NNError(C.BAD_STATE, "another computation is in flight on this burst")
+    if sl.ACTIVE:
+        sl.watch(ex, sl.BURST)
     try:
         status = ex.compute()
     finally:
@@ -530,6 +539,8 @@ def Execution_startCompute(h, out):
     ex = _exec(h)
     _out(out, "event")
     out[0] = 0
+    if sl.ACTIVE:
+        sl.watch(ex, sl.ASYNC)
     ev = ex.start()
     out[0] = new_handle(ev)
     return 0
@@ -575,6 +586,8 @@ def Execution_startComputeWithDependencies(h, deps, ndeps, duration, out):
             raise bad_data("a dependency event has already failed")
     if duration:
         ex.timeout = ex.timeout or duration
+    if sl.ACTIVE:
+        sl.watch(ex, sl.ASYNC_WITH_DEPS)
     ev = ex.start(evs, with_fence=True)
     out[0] = new_handle(ev)
     return 0
@@ -954,3 +967,4 @@ def install(the_ffi, lib, so_path):
         import atexit
         atexit.register(event.shutdown)       # Python host: before interpreter finalization
     ffi.def_extern(name="_nnpy_last_error_code")(_last_error_code)
+    sl.install(ffi, lib, _comp, _device, _model, _exec, _onerror_for)   # the Support Library table

@@ -407,7 +407,8 @@ def _tool(name):
 
 @needs_lib
 def test_exported_symbols():
-    """(f) exactly the 69 ANeuralNetworks* functions + nnapi_py_* (data / PyInit_ tolerated)."""
+    """(f) exactly the 69 ANeuralNetworks* functions + ANeuralNetworks_getSLDriverImpl (the Support
+    Library table) + nnapi_py_* (data / PyInit_ tolerated)."""
     proc = subprocess.run([_tool("nm"), "-D", "--defined-only", str(LIB)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     functions, data = set(), set()
@@ -417,7 +418,7 @@ def test_exported_symbols():
             continue
         kind, name = parts[-2], parts[-1].split("@")[0]
         (functions if kind in ("T", "t", "W", "i") else data).add(name)
-    expected = _api_function_names()
+    expected = _api_function_names() | {"ANeuralNetworks_getSLDriverImpl"}
     api = {n for n in functions if n.startswith("ANeuralNetworks")}
     missing = sorted(expected - api)
     unexpected_api = sorted(api - expected)
@@ -464,8 +465,27 @@ HEADER_TU = textwrap.dedent("""
 """)
 
 
+SL_TU = """
+    #include <NeuralNetworksSupportLibraryImpl.h>
+    static int use_sl(void) {
+        NnApiSLDriverImpl* (*get)(void) = ANeuralNetworks_getSLDriverImpl;
+        NnApiSLDriverImplFL8 t8;
+        NnApiSLDriverImplFL7* t7 = &t8.base;
+        SL_ANeuralNetworksOperandPerformanceInfo p = {ANEURALNETWORKS_TENSOR_FLOAT32, {1.0f, 1.0f}};
+        t8.base.base.implFeatureLevel = ANEURALNETWORKS_FEATURE_LEVEL_8;
+        t7->ANeuralNetworksCompilation_finish = ANeuralNetworksCompilation_finish;
+        (void)get;
+        return (int)sizeof(t8) + p.operandType + ANNDIAG_DATA_CLASS_MIXED + ANNDIAG_EXECUTION_MODE_ASYNC_WITH_DEPS;
+    }
+    int sl_used(void);
+    int sl_used(void) { return use_sl(); }
+"""
+
+
 def test_headers_compile_as_c99_pedantic_and_cxx11(tmp_path):
     extra = "#include <nnapi_py.h>" if (INCLUDE / "nnapi_py.h").exists() else ""
+    if (INCLUDE / "NeuralNetworksSupportLibraryImpl.h").exists():
+        extra += textwrap.dedent(SL_TU)
     src = HEADER_TU % {"extra": extra}
     c_src = tmp_path / "hdr.c"
     cpp_src = tmp_path / "hdr.cpp"

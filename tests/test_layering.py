@@ -87,3 +87,14 @@ def test_tflite_shared_layer_imports_no_mapping_module():
         bad = sorted(m for m in _imports(TFLITE / f"{stem}.py")
                      if m.startswith("tflite.") and m.split(".")[1].startswith("map_"))
         assert not bad, f"tflite/{stem}.py (shared layer) imports mapping module(s) {bad}"
+
+
+def test_only_the_abi_layer_imports_the_support_library_module():
+    """nnapi_py/sl.py (the Support Library table's Python side) sits in the runtime-objects layer:
+    it may import the runtime objects, and only _capi imports it."""
+    for path in PKG.rglob("*.py"):
+        if path.stem in ("_capi", "sl"):
+            continue
+        bad = sorted(m for m in _imports(path) if m == "sl" or m.endswith(".sl"))
+        assert not bad, f"{path.relative_to(PKG)} imports nnapi_py.sl (only _capi may)"
+    assert "_capi" not in {m.split(".")[0] for m in _imports(PKG / "sl.py")}

@@ -2,7 +2,8 @@
 
 Each exports exactly the ANeuralNetworks* functions of feature levels <= N (levels 6..8: level
 5's set), as the header's per-prototype "FLn (API m)" notes say (cross-checked with
-../shared/reference/api_functions.md where present), plus nnapi_py_last_error(_code), under
+../shared/reference/api_functions.md where present), plus nnapi_py_last_error(_code) and, from
+level 5, ANeuralNetworks_getSLDriverImpl (the Support Library table), under
 the same SONAME, and behaves as level N without NNAPI_PY_FEATURE_LEVEL.  The dlsym-driven
 client ctests/test_feature_levels.c (TFLite's NNAPI delegate's way of finding the Android
 release) takes its level's code path against each of them, all eight at once in separate
@@ -68,6 +69,8 @@ def test_level_counts():
 def test_exports_exactly_the_level(n):
     got = exported_functions(level_lib(n))
     want = expected_exports(n) | {"nnapi_py_last_error", "nnapi_py_last_error_code"}
+    if n >= 5:      # the Support Library table (levels 1..4 have none)
+        want.add("ANeuralNetworks_getSLDriverImpl")
     assert got == want, f"missing {sorted(want - got)}, extra {sorted(got - want)}"
     soname = subprocess.run(["readelf", "-d", str(level_lib(n))], capture_output=True, text=True).stdout
     assert "Library soname: [libneuralnetworks.so]" in soname
