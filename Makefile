@@ -41,7 +41,7 @@ $(VENV)/.test-ready: $(VENV)/.ready
 	  echo "warning: could not install $(TFLITE); the .tflite tests will skip"; }
 	touch $@
 
-$(LIB) $(LEVEL_LIBS) &: $(VENV)/.ready build_ffi.py include/android/NeuralNetworks.h include/nnapi_py.h
+$(LIB) $(LEVEL_LIBS) &: $(VENV)/.ready build_ffi.py include/android/NeuralNetworks.h include/nnapi_py.h include/NeuralNetworksSupportLibraryImpl.h
 	$(PY) build_ffi.py --out build/lib
 
 # The package-config files, one template each (cmake/*.in) rendered by cmake/render.py for the
@@ -106,7 +106,7 @@ install: lib
 	for n in $(LEVELS); do install -d $(DEST)/lib/nnapi_py/feature-level-$$n && \
 	  install -m 755 build/lib/feature-level-$$n/libneuralnetworks.so $(DEST)/lib/nnapi_py/feature-level-$$n/; done
 	install -m 644 include/android/NeuralNetworks.h $(DEST)/include/android/
-	install -m 644 include/NeuralNetworks.h include/nnapi_py.h $(DEST)/include/
+	install -m 644 include/NeuralNetworks.h include/nnapi_py.h include/NeuralNetworksSupportLibraryImpl.h $(DEST)/include/
 	install -d $(DEST)/share/nnapi_py/suppressions
 	install -m 644 nnapi_py/suppressions/*.supp $(DEST)/share/nnapi_py/suppressions/
 	$(RENDER) install --pkgconfig-dir $(DEST)/lib/pkgconfig --prefix "$(PREFIX)" --cmake-dir $(DEST)/lib/cmake/nnapi_py
