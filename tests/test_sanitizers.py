@@ -213,7 +213,8 @@ def tsan_lib():
     """The library's own C layer built with -fsanitize=thread (build/sanitize/tsan)."""
     out = OUT / "tsan"
     lib = out / "libneuralnetworks.so"
-    inputs = [ROOT / "build_ffi.py", INCLUDE / "android" / "NeuralNetworks.h", INCLUDE / "nnapi_py.h"]
+    inputs = [ROOT / "build_ffi.py", INCLUDE / "android" / "NeuralNetworks.h", INCLUDE / "nnapi_py.h",
+              INCLUDE / "NeuralNetworksSupportLibraryImpl.h"]
     if not lib.exists() or lib.stat().st_mtime < max(f.stat().st_mtime for f in inputs):
         p = subprocess.run([sys.executable, str(ROOT / "build_ffi.py"), "--out", str(out), "--tmp",
                             str(OUT / "tsan-ffi"), "--no-levels", "--sanitize", "thread"],
