@@ -10,6 +10,7 @@ checked directly below.
 """
 import os
 import subprocess
+import sys
 
 import pytest
 
@@ -125,3 +126,71 @@ def test_performance_figures_are_the_devices():
 def test_diagnostics_off_by_default():
     from nnapi_py import sl
     assert sl.ACTIVE is False
+
+
+@pytest.mark.skipif(not LIB.exists(), reason="run `make lib` first")
+def test_table_in_a_python_host(tmp_path):
+    """ctypes in a Python process (PyTorch's NNAPI backend's kind of host): the table's slots are
+    called, diagnostic callbacks written in Python (they take the GIL themselves) fire from the
+    computation, synchronous and asynchronous, without a deadlock."""
+    code = f"""
+import ctypes, sys, time
+sys.path.insert(0, {str(ROOT / 'tools')!r})
+import gen_sl_header as g
+lib = ctypes.CDLL({str(LIB)!r})
+lib.ANeuralNetworks_getSLDriverImpl.restype = ctypes.c_void_p
+t = lib.ANeuralNetworks_getSLDriverImpl()
+assert ctypes.cast(t, ctypes.POINTER(ctypes.c_int64))[0] == 1000008
+slots = ctypes.cast(t, ctypes.POINTER(ctypes.c_void_p))
+P = ctypes.c_void_p
+def fn(name, res, *args):
+    return ctypes.CFUNCTYPE(res, *args)(slots[1 + g.FL5_SLOTS.index(name)])
+seen = []
+sid = fn("SL_ANeuralNetworksDiagnosticExecutionInfo_getSessionId", ctypes.c_int32, P)
+mode = fn("SL_ANeuralNetworksDiagnosticExecutionInfo_getExecutionMode", ctypes.c_int, P)
+csid = fn("SL_ANeuralNetworksDiagnosticCompilationInfo_getSessionId", ctypes.c_int32, P)
+CB = ctypes.CFUNCTYPE(None, P, P)
+ccb = CB(lambda ctx, info: seen.append(("c", csid(info))))
+ecb = CB(lambda ctx, info: seen.append(("e", sid(info), mode(info))))
+fn("SL_ANeuralNetworksDiagnostic_registerCallbacks", None, CB, CB, P)(ccb, ecb, None)
+class T(ctypes.Structure):
+    _fields_ = [("type", ctypes.c_int32), ("n", ctypes.c_uint32), ("d", P), ("scale", ctypes.c_float), ("zp", ctypes.c_int32)]
+dims = (ctypes.c_uint32 * 1)(4)
+t4, s = T(3, 1, ctypes.addressof(dims), 0, 0), T(1, 0, None, 0, 0)
+m = P()
+assert lib.ANeuralNetworksModel_create(ctypes.byref(m)) == 0
+for ty in (t4, t4, s, t4):
+    assert lib.ANeuralNetworksModel_addOperand(m, ctypes.byref(ty)) == 0
+none = ctypes.c_int32(0)
+assert lib.ANeuralNetworksModel_setOperandValue(m, 2, ctypes.byref(none), 4) == 0
+ins, outs, io = (ctypes.c_uint32 * 3)(0, 1, 2), (ctypes.c_uint32 * 1)(3), (ctypes.c_uint32 * 2)(0, 1)
+assert lib.ANeuralNetworksModel_addOperation(m, 0, 3, ins, 1, outs) == 0
+assert lib.ANeuralNetworksModel_identifyInputsAndOutputs(m, 2, io, 1, outs) == 0
+assert lib.ANeuralNetworksModel_finish(m) == 0
+c = P()
+assert lib.ANeuralNetworksCompilation_create(m, ctypes.byref(c)) == 0
+assert lib.ANeuralNetworksCompilation_finish(c) == 0
+a, y = (ctypes.c_float * 4)(1, 2, 3, 4), (ctypes.c_float * 4)()
+for start in (False, True):
+    e = P()
+    assert lib.ANeuralNetworksExecution_create(c, ctypes.byref(e)) == 0
+    assert lib.ANeuralNetworksExecution_setInput(e, 0, None, a, 16) == 0
+    assert lib.ANeuralNetworksExecution_setInput(e, 1, None, a, 16) == 0
+    assert lib.ANeuralNetworksExecution_setOutput(e, 0, None, y, 16) == 0
+    if start:
+        ev = P()
+        assert lib.ANeuralNetworksExecution_startCompute(e, ctypes.byref(ev)) == 0
+        assert lib.ANeuralNetworksEvent_wait(ev) == 0
+        lib.ANeuralNetworksEvent_free(ev)
+    else:
+        assert lib.ANeuralNetworksExecution_compute(e) == 0
+    assert list(y) == [2, 4, 6, 8]
+    lib.ANeuralNetworksExecution_free(e)
+assert [k[0] for k in seen] == ["c", "e", "e"], seen
+assert seen[1][1] == seen[2][1] == seen[0][1] and seen[1][2] == 2 and seen[2][2] == 1, seen
+print("ok")
+"""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NNAPI_PY_")}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path,
+                       timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout + r.stderr
