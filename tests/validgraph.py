@@ -67,6 +67,7 @@ for _p in (HERE, ROOT):
 
 import cts_runner  # noqa: E402
 from nnapi_py import constants as C  # noqa: E402
+from nnapi_py import devices as nn_devices  # noqa: E402
 from nnapi_py.ops import registry  # noqa: E402
 from nnapi_py.ops.base import Info, ChannelQuant, check_operation  # noqa: E402
 
@@ -87,6 +88,11 @@ QUANT_ATOL = 1          # output steps, per quantized operation
 QUANT_ATOL_OP = {"SOFTMAX": 2, "LOGISTIC": 2, "TANH": 2, "RESIZE_BILINEAR": 2, "HARD_SWISH": 2,
                  "MEAN": 2, "AVERAGE_POOL_2D": 2, "L2_POOL_2D": 2}
 TOL = {"f32": (1e-4, 1e-5), "f16": (2.0 ** -7, 2.0 ** -7)}
+# float32 bound for the LSTMs: a step's gates go through sigmoid/tanh products and (layer norm)
+# a division by a standard deviation of a few values, which float32 kernels compute with
+# cancellation; 1e-3 of the largest value
+FLOAT_TOL_OP = {"LSTM": (1e-3, 1e-3), "UNIDIRECTIONAL_SEQUENCE_LSTM": (1e-3, 1e-3),
+                "BIDIRECTIONAL_SEQUENCE_LSTM": (1e-3, 1e-3)}
 
 
 REJECTED = {}           # (operation, input type or "deferred") -> draws the registry refused
@@ -970,7 +976,7 @@ def _cast(g, rng, x):
     if rng.random() < 0.3:
         xi = g.new_input(I32, x.shape, -50, 50)
         return g.op("CAST", [xi.idx], [xi], lambda a: a.astype(np.float64), out_type=out)
-    return g.op("CAST", [x.idx], [x], lambda a: a, out_type=out)
+    return g.op("CAST", [x.idx], [x], lambda a: a, out_type=out, perop=True)
 
 
 def _quantize(g, rng, x):
@@ -1411,6 +1417,432 @@ RANK4.update({"INSTANCE_NORMALIZATION", "SPACE_TO_DEPTH", "DEPTH_TO_SPACE", "SPA
 RECIPES.update(RECIPES_2)
 
 
+# ---- recurrent operations (compact float64 references of the documented equations) ----------------
+def _sig(v):
+    return 1 / (1 + np.exp(-v))
+
+
+LSTM_ACT = {0: lambda v: v, 1: lambda v: np.maximum(v, 0), 3: lambda v: np.clip(v, 0, 6), 4: np.tanh, 6: _sig}
+
+
+def _cw(g, t, shape, s=0.5):
+    return g.new_input(t, shape, -s, s, const=True)
+
+
+def _float_rank(x, rank):
+    if x.type not in (F32, F16) or len(x.shape) != rank:
+        raise Skip("float, rank")
+
+
+def _ignore_check(g, positions):
+    """Compare every output but those at positions (e.g. LSTM's scratch buffer)."""
+    def check(got, wants, reals):
+        rec = g.ops[-1] if g.ops and g.ops[-1].check is check else next(o for o in g.ops if o.check is check)
+        probs = []
+        for k, (ten, a, w) in enumerate(zip(rec.out, got, wants)):
+            if k in positions or a is None:
+                continue
+            p = compare(rec.name, ten, a, w, g)
+            if p:
+                probs.append(p)
+        return probs
+    return check
+
+
+def _rnn(g, rng, x):
+    _float_rank(x, 2)
+    t = x.type
+    b, n_in = x.shape
+    u = _small(rng, 5)
+    w, r, bias = _cw(g, t, (u, n_in)), _cw(g, t, (u, u)), _cw(g, t, (u,))
+    h = g.new_input(t, (b, u), -0.5, 0.5)
+    fuse = _fuse(rng)
+
+    def ref(xr, wr, rr, br, hr):
+        hn = act(xr @ wr.T + hr @ rr.T + br, fuse)
+        return hn, hn
+    return g.op("RNN", [x.idx, w.idx, r.idx, bias.idx, h.idx, g.i32(fuse)], [x, w, r, bias, h], ref,
+                outs=[(t, None), (t, None)], perop=True)[1]
+
+
+def _seq(xr, tm):
+    return xr if tm else xr.swapaxes(0, 1)
+
+
+def _rnn_run(xs, w, r, b, h, fuse, reverse=False):
+    out = [None] * len(xs)
+    order = range(len(xs) - 1, -1, -1) if reverse else range(len(xs))
+    for k in order:
+        h = act(xs[k] @ w.T + h @ r.T + b, fuse)
+        out[k] = h
+    return np.stack(out), h
+
+
+def _seq_rnn(g, rng, x):
+    _float_rank(x, 3)
+    t = x.type
+    tm = bool(rng.random() < 0.5)
+    steps, b, n_in = x.shape if tm else (x.shape[1], x.shape[0], x.shape[2])
+    u = _small(rng, 5)
+    w, r, bias = _cw(g, t, (u, n_in)), _cw(g, t, (u, u)), _cw(g, t, (u,))
+    h = g.new_input(t, (b, u), -0.5, 0.5)
+    fuse = _fuse(rng)
+    states = bool(rng.random() < 0.3)
+
+    def ref(xr, wr, rr, br, hr):
+        o, hl = _rnn_run(_seq(xr, tm), wr, rr, br, hr, fuse)
+        return (_seq(o, tm), hl) if states else (_seq(o, tm),)
+    outs = [(t, None), (t, None)] if states else [(t, None)]
+    return g.op("UNIDIRECTIONAL_SEQUENCE_RNN", [x.idx, w.idx, r.idx, bias.idx, h.idx, g.i32(fuse), g.i32(int(tm))],
+                [x, w, r, bias, h], ref, outs=outs, perop=True)[0]
+
+
+def _bidi_rnn(g, rng, x):
+    _float_rank(x, 3)
+    t = x.type
+    tm = bool(rng.random() < 0.5)
+    steps, b, n_in = x.shape if tm else (x.shape[1], x.shape[0], x.shape[2])
+    uf, ub = _small(rng, 4), _small(rng, 4)
+    fw = [_cw(g, t, (uf, n_in)), _cw(g, t, (uf, uf)), _cw(g, t, (uf,)), g.new_input(t, (b, uf), -0.5, 0.5)]
+    bw = [_cw(g, t, (ub, n_in)), _cw(g, t, (ub, ub)), _cw(g, t, (ub,)), g.new_input(t, (b, ub), -0.5, 0.5)]
+    fuse = _fuse(rng)
+    merge = bool(rng.random() < 0.5)
+
+    def ref(xr, *p):
+        xs = _seq(xr, tm)
+        of, _ = _rnn_run(xs, *p[0:4], fuse)
+        ob, _ = _rnn_run(xs, *p[4:8], fuse, reverse=True)
+        if merge:
+            return (_seq(np.concatenate([of, ob], -1), tm),)
+        return _seq(of, tm), _seq(ob, tm)
+    ins = [x.idx] + [p.idx for p in fw] + [p.idx for p in bw] + [g.none(t), g.none(t), g.none(t)] + \
+          [g.i32(fuse), g.scalar("BOOL", tm), g.scalar("BOOL", merge)]
+    outs = [(t, None)] if merge else [(t, None), (t, None)]
+    return g.op("BIDIRECTIONAL_SEQUENCE_RNN", ins, [x] + fw + bw, ref, outs=outs, perop=True)[0]
+
+
+def _svdf(g, rng, x):
+    _float_rank(x, 2)
+    t = x.type
+    b, n_in = x.shape
+    rank = int(rng.integers(1, 3))
+    u = _small(rng, 4)
+    f, m = u * rank, int(rng.integers(1, 5))
+    wf, wt = _cw(g, t, (f, n_in)), _cw(g, t, (f, m))
+    bias = _cw(g, t, (u,)) if rng.random() < 0.6 else None
+    state = g.new_input(t, (b, f * m), -0.5, 0.5)
+    fuse = _fuse(rng)
+
+    def ref(xr, wfr, wtr, sr, *br):
+        mem = sr.reshape(b, f, m).copy()
+        mem[:, :, m - 1] = xr @ wfr.T                   # the newest column of each filter's memory
+        y = (mem * wtr[None]).sum(axis=2).reshape(b, u, rank).sum(axis=2)
+        if br:
+            y = y + br[0]
+        new = np.zeros_like(mem)
+        new[:, :, :m - 1] = mem[:, :, 1:]
+        return new.reshape(b, f * m), act(y, fuse)
+    xs = [x, wf, wt, state] + ([bias] if bias is not None else [])
+    ins = [x.idx, wf.idx, wt.idx, bias.idx if bias is not None else g.none(t), state.idx, g.i32(rank), g.i32(fuse)]
+    return g.op("SVDF", ins, xs, ref, outs=[(t, None), (t, None)], perop=True)[1]
+
+
+def _lstm_params(g, rng, t, n_in, u, o, cifg, peep, proj, ln):
+    """The weights of one LSTM cell as constants: {name: Tensor or None} in operand order."""
+    p = {"cifg": cifg, "peep": peep, "proj": proj, "ln": ln}
+    for gate in "ifco":
+        skip = cifg and gate == "i"
+        p["wx" + gate] = None if skip else _cw(g, t, (u, n_in))
+        p["wh" + gate] = None if skip else _cw(g, t, (u, o))
+    for gate in "ifo":
+        p["wc" + gate] = _cw(g, t, (u,)) if peep and not (cifg and gate == "i") else None
+    for gate in "ifco":
+        p["b" + gate] = None if cifg and gate == "i" else _cw(g, t, (u,))
+    p["wp"] = _cw(g, t, (o, u)) if proj else None
+    p["bp"] = _cw(g, t, (o,)) if proj and rng.random() < 0.5 else None
+    for gate in "ifco":
+        p["ln" + gate] = g.new_input(t, (u,), 0.5, 1.5, const=True) if ln and not (cifg and gate == "i") else None
+    return p
+
+
+CELL_KEYS = ["wxi", "wxf", "wxc", "wxo", "whi", "whf", "whc", "who", "wci", "wcf", "wco",
+             "bi", "bf", "bc", "bo", "wp", "bp"]
+LN_KEYS = ["lni", "lnf", "lnc", "lno"]
+
+
+def _lstm_ins(g, p, keys):
+    return [p[k].idx if p[k] is not None else g.none() for k in keys]
+
+
+def _lstm_step(p, v, xr, h, c, a, cell_clip, proj_clip):
+    """One step of the documented LSTM equations; v: {name: float64 array or None}."""
+    def gate(name, peep_c):
+        z = xr @ v["wx" + name].T + h @ v["wh" + name].T
+        if peep_c is not None and v.get("wc" + name) is not None:
+            z = z + peep_c * v["wc" + name]
+        if p["ln"]:
+            mean = z.mean(axis=1, keepdims=True)
+            var = z.var(axis=1, keepdims=True)
+            return (z - mean) / np.sqrt(var + 1e-8) * v["ln" + name] + v["b" + name]
+        return z + v["b" + name]
+    f = _sig(gate("f", c))
+    i = 1 - f if p["cifg"] else _sig(gate("i", c))
+    c2 = f * c + i * LSTM_ACT[a](gate("c", None))
+    if cell_clip > 0:
+        c2 = np.clip(c2, -cell_clip, cell_clip)
+    o = _sig(gate("o", c2))
+    hc = o * LSTM_ACT[a](c2)
+    if p["proj"]:
+        hc = hc @ v["wp"].T + (v["bp"] if v.get("bp") is not None else 0)
+        if proj_clip > 0:
+            hc = np.clip(hc, -proj_clip, proj_clip)
+    return hc, c2
+
+
+def _lstm_common(g, rng, t, n_in):
+    u = int(rng.integers(2, 5))
+    cifg, peep, proj, ln = (bool(rng.random() < 0.4) for _ in range(4))
+    if t == F16 or g.relaxed:
+        ln = False          # layer norm divides by a standard deviation: float16 rounding amplified
+    if ln:
+        u = int(rng.integers(3, 5))     # ... and of two values it is ill-conditioned in float32 too
+    o = _small(rng, 4) if proj else u
+    p = _lstm_params(g, rng, t, n_in, u, o, cifg, peep, proj, ln)
+    a = int(rng.choice([4, 4, 1, 6]))
+    cell_clip = float(rng.choice([0.0, 0.0, 1.5]))
+    proj_clip = float(rng.choice([0.0, 0.0, 1.5])) if proj else 0.0
+    return p, u, o, a, cell_clip, proj_clip
+
+
+def _param_list(p, keys):
+    return [p[k] for k in keys if p[k] is not None]
+
+
+def _values(p, keys, reals):
+    v, it = {}, iter(reals)
+    for k in keys:
+        v[k] = next(it) if p[k] is not None else None
+    return v
+
+
+def _lstm(g, rng, x):
+    _float_rank(x, 2)
+    t = x.type
+    b, n_in = x.shape
+    p, u, o, a, cc, pc = _lstm_common(g, rng, t, n_in)
+    h, c = g.new_input(t, (b, o), -0.5, 0.5), g.new_input(t, (b, u), -0.5, 0.5)
+    keys = CELL_KEYS + (LN_KEYS if p["ln"] else [])
+    params = _param_list(p, keys)
+
+    def ref(xr, hr, cr, *pr):
+        v = _values(p, keys, pr)
+        hn, cn = _lstm_step(p, v, xr, hr, cr, a, cc, pc)
+        return np.zeros((b, u * (3 if p["cifg"] else 4))), hn, cn, hn
+    ins = [x.idx] + _lstm_ins(g, p, CELL_KEYS) + [h.idx, c.idx, g.i32(a), g.fscalar(t, cc), g.fscalar(t, pc)]
+    if p["ln"] or rng.random() < 0.3:
+        ins += _lstm_ins(g, p, LN_KEYS)
+    outs = g.op("LSTM", ins, [x, h, c] + params, ref, outs=[(t, None)] * 4, perop=True,
+                check=_ignore_check(g, {0}))
+    return outs[3]
+
+
+def _lstm_run(p, v, xs, h, c, a, cc, pc, reverse=False):
+    out = [None] * len(xs)
+    for k in (range(len(xs) - 1, -1, -1) if reverse else range(len(xs))):
+        h, c = _lstm_step(p, v, xs[k], h, c, a, cc, pc)
+        out[k] = h
+    return np.stack(out), h, c
+
+
+def _seq_lstm(g, rng, x):
+    _float_rank(x, 3)
+    t = x.type
+    tm = bool(rng.random() < 0.5)
+    steps, b, n_in = x.shape if tm else (x.shape[1], x.shape[0], x.shape[2])
+    p, u, o, a, cc, pc = _lstm_common(g, rng, t, n_in)
+    h, c = g.new_input(t, (b, o), -0.5, 0.5), g.new_input(t, (b, u), -0.5, 0.5)
+    keys = CELL_KEYS + (LN_KEYS if p["ln"] else [])
+    states = bool(rng.random() < 0.4)
+
+    def ref(xr, hr, cr, *pr):
+        out, hl, cl = _lstm_run(p, _values(p, keys, pr), _seq(xr, tm), hr, cr, a, cc, pc)
+        return (_seq(out, tm), hl, cl) if states else (_seq(out, tm),)
+    ins = [x.idx] + _lstm_ins(g, p, CELL_KEYS) + [h.idx, c.idx, g.i32(a), g.fscalar(t, cc), g.fscalar(t, pc),
+                                                   g.scalar("BOOL", tm)] + _lstm_ins(g, p, LN_KEYS)
+    outs = [(t, None)] * (3 if states else 1)
+    return g.op("UNIDIRECTIONAL_SEQUENCE_LSTM", ins, [x, h, c] + _param_list(p, keys), ref, outs=outs,
+                perop=True)[0]
+
+
+def _bidi_lstm(g, rng, x):
+    _float_rank(x, 3)
+    t = x.type
+    tm = bool(rng.random() < 0.5)
+    steps, b, n_in = x.shape if tm else (x.shape[1], x.shape[0], x.shape[2])
+    pf, uf, of, a, cc, pc = _lstm_common(g, rng, t, n_in)
+    ln = pf["ln"]
+    ub = int(rng.integers(3 if ln else 2, 5))
+    ob = _small(rng, 4) if pf["proj"] else ub
+    pb = _lstm_params(g, rng, t, n_in, ub, ob, pf["cifg"], pf["peep"], pf["proj"], ln)
+    hf, cf = g.new_input(t, (b, of), -0.5, 0.5), g.new_input(t, (b, uf), -0.5, 0.5)
+    hb, cb = g.new_input(t, (b, ob), -0.5, 0.5), g.new_input(t, (b, ub), -0.5, 0.5)
+    keys = CELL_KEYS + (LN_KEYS if ln else [])
+    nf = len(_param_list(pf, keys))
+    merge = bool(rng.random() < 0.5)
+
+    def ref(xr, hfr, cfr, hbr, cbr, *pr):
+        xs = _seq(xr, tm)
+        o1, _, _ = _lstm_run(pf, _values(pf, keys, pr[:nf]), xs, hfr, cfr, a, cc, pc)
+        o2, _, _ = _lstm_run(pb, _values(pb, keys, pr[nf:]), xs, hbr, cbr, a, cc, pc, reverse=True)
+        if merge:
+            return (_seq(np.concatenate([o1, o2], -1), tm),)
+        return _seq(o1, tm), _seq(o2, tm)
+    ins = [x.idx] + _lstm_ins(g, pf, CELL_KEYS) + _lstm_ins(g, pb, CELL_KEYS) + [hf.idx, cf.idx, hb.idx, cb.idx]
+    ins += [g.none(t) for _ in range(9)]                    # no auxiliary input
+    ins += [g.i32(a), g.fscalar(t, cc), g.fscalar(t, pc), g.scalar("BOOL", merge), g.scalar("BOOL", tm)]
+    ins += _lstm_ins(g, pf, LN_KEYS) + _lstm_ins(g, pb, LN_KEYS)
+    outs = [(t, None)] if merge else [(t, None), (t, None)]
+    return g.op("BIDIRECTIONAL_SEQUENCE_LSTM", ins, [x, hf, cf, hb, cb] + _param_list(pf, keys) +
+                _param_list(pb, keys), ref, outs=outs, perop=True)[0]
+
+
+def _q16_lstm(g, rng, x):
+    """QUANTIZED_16BIT_LSTM against its float twin (the dequantized operands through the
+    equations of Android's reference, whose conformance vectors it reproduces), within a few
+    output steps (fixed-point gates)."""
+    b, n_in = (x.shape if len(x.shape) == 2 else (_small(rng, 3), _small(rng, 4)))
+    u = _small(rng, 4)
+    xq = g.new_input(Q8, (b, n_in), qp=(1 / 128, 128))
+    ws = float(rng.choice([0.004, 0.0075]))
+    wz = int(rng.integers(100, 156))
+    wts = [g.new_input(Q8, (u, n_in if k < 4 else u), -0.4, 0.4, const=True, qp=(ws, wz)) for k in range(8)]
+    bs = [g.new_input(I32, (u,), -200, 200, const=True) for _ in range(4)]
+    for bt in bs:
+        g.operands[bt.idx]["scale"] = ws / 128
+        bt.scale = ws / 128
+    c = g.new_input(Q16S, (b, u), -2, 2, qp=(1 / 2048, 0))
+    h = g.new_input(Q8, (b, u), qp=(1 / 128, 128))
+
+    def ref(xr, cr, hr, *pr):
+        w, bb = pr[:8], [v * (ws / 128) for v in pr[8:]]
+        # Android's reference (and its conformance vectors) multiplies [input | previous output]
+        # by each gate's [recurrent | input] weights concatenated: followed here as it does
+        xh = np.concatenate([xr, hr], 1)
+        z = [xh @ np.concatenate([w[k + 4], w[k]], 1).T + bb[k] for k in range(4)]   # input, forget, cell, output
+        c2 = _sig(z[1]) * cr + _sig(z[0]) * np.tanh(z[2])
+        return c2, _sig(z[3]) * np.tanh(c2)
+
+    def check(got, wants, reals):
+        probs = []
+        gc, gh = (got[0].astype(np.float64)) / 2048, (got[1].astype(np.float64) - 128) / 128
+        wc = np.clip(wants[0], -16, 16)
+        if np.abs(gc - wc).max() > 0.01 + 0.01 * np.abs(wc).max():
+            probs.append(f"cell state off by {np.abs(gc - wc).max():.4g} (bound 0.01 + 1%)")
+        if np.abs(gh - wants[1]).max() > 3 / 128:
+            probs.append(f"output off by {np.abs(gh - wants[1]).max() * 128:.2f} steps (bound 3)")
+        return probs
+    ins = [xq.idx] + [w.idx for w in wts] + [bt.idx for bt in bs] + [c.idx, h.idx]
+    return g.op("QUANTIZED_16BIT_LSTM", ins, [xq, c, h] + wts + bs, ref,
+                outs=[(Q16S, (1 / 2048, 0)), (Q8, (1 / 128, 128))], check=check)[1]
+
+
+def _quantized_lstm(g, rng, x):
+    """QUANTIZED_LSTM, by property: output_state_out and output are the same tensor, every
+    value in range, and every execution mode gives the same bytes (run_case's cross-mode check)."""
+    b, n_in, u = _small(rng, 3), _small(rng, 5), _small(rng, 4)
+    cifg, ln, proj = bool(rng.random() < 0.3), bool(rng.random() < 0.6), bool(rng.random() < 0.3)
+    o = _small(rng, 4) if proj else u
+    xq = g.new_input(Q8S, (b, n_in), qp=(0.0078125, 0))
+
+    def w8(shape):
+        return g.new_input(Q8SYM, shape, -1, 1, const=True, qp=(0.05 / 127 * 127 / 127, 0)).idx
+    ins = [xq.idx] + [g.none() if cifg and k == 0 else w8((u, n_in)) for k in range(4)]
+    ins += [g.none() if cifg and k == 0 else w8((u, o)) for k in range(4)]
+    ins += [g.none(), g.none(), g.none()]
+    ins += [g.none() if cifg and k == 0 else g.new_input(I32, (u,), -500, 500, const=True).idx for k in range(4)]
+    ins += [w8((o, u)) if proj else g.none(), g.none()]
+    h = g.new_input(Q8S, (b, o), qp=(0.0078125, 0))
+    c = g.new_input(Q16S, (b, u), -1, 1, qp=(2.0 ** -11, 0))
+    ins += [h.idx, c.idx]
+    ins += [g.none() if (cifg and k == 0) or not ln else
+            g.new_input(Q16S, (u,), 0.5, 1.5, const=True, qp=(1 / 1024, 0)).idx for k in range(4)]
+    ins += [g.scalar("FLOAT32", 0.0), g.scalar("FLOAT32", 0.0)] + [g.scalar("FLOAT32", 0.007) for _ in range(4)]
+    ins += [g.i32(0), g.scalar("FLOAT32", 0.007)]
+
+    def ref(xr, hr, cr):
+        return np.zeros((b, o)), np.zeros((b, u)), np.zeros((b, o))
+
+    def check(got, wants, reals):
+        if not np.array_equal(got[0], got[2]):
+            return ["output_state_out and output differ"]
+        return []
+    return g.op("QUANTIZED_LSTM", ins, [xq, h, c], ref,
+                outs=[(Q8S, (0.0078125, 0)), (Q16S, (2.0 ** -11, 0)), (Q8S, (0.0078125, 0))], check=check)[2]
+
+
+# ---- sampling ------------------------------------------------------------------------------------
+def _lsh(g, rng, x):
+    """LSH_PROJECTION, by property: DENSE gives bits (0/1), SPARSE one bucket per hash function
+    in [k << bits, (k + 1) << bits) (both drawn on the same hashes and input)."""
+    nh, bits = _small(rng, 4), int(rng.integers(1, 5))
+    hashes = g.new_input(F32 if x.type != F16 else F16, (nh, bits), -2, 2, const=True)
+    xt = x.type if x.type in (F32, Q8) else I32
+    n = _small(rng, 4)
+    data = g.new_input(xt, (n,) + tuple(_small(rng, 3) for _ in range(int(rng.integers(0, 2)))), -1000, 1000)
+    w = g.new_input(F32, (n,), 0.5, 2, const=True) if rng.random() < 0.5 else None
+    res = []
+    for kind, nout in ((2, nh * bits), (3, nh)):
+        ins = [hashes.idx, data.idx, w.idx if w is not None else g.none(), g.i32(kind)]
+
+        def ref(*_, nout=nout):
+            return np.zeros(nout)
+        res.append(g.op("LSH_PROJECTION", ins, [hashes, data], ref, out_type=I32, check=_lsh_check(g, kind, nh, bits)))
+    return res[0]
+
+
+def _lsh_check(g, kind, nh, bits):
+    def check(got, wants, reals):
+        v = got[0].astype(np.int64)
+        if kind == 2:
+            return [] if set(v.tolist()) <= {0, 1} else [f"DENSE values not bits: {v.tolist()}"]
+        lo = np.arange(nh) << bits
+        if ((v < lo) | (v >= lo + (1 << bits))).any():
+            return [f"SPARSE buckets out of range: {v.tolist()}"]
+        return []
+    return check
+
+
+def _multinomial(g, rng, x):
+    """RANDOM_MULTINOMIAL, by property: every index in [0, classes), never a class of
+    probability 0 (logit -inf... here -1e4), and every mode draws the same indices (same seeds)."""
+    t = x.type if x.type in (F32, F16) else F32
+    b, classes = _small(rng, 3), int(rng.integers(2, 6))
+    logits = rng.uniform(-2, 2, (b, classes))
+    dead = rng.random((b, classes)) < 0.3
+    dead[:, 0] = False
+    logits[dead] = -1000.0
+    lt = g.new_input(t, (b, classes), values=logits)
+    n = _small(rng, 8)
+    seeds = g.new_input(I32, (2,), values=rng.integers(0, 1000, 2), const=True)
+
+    def check(got, wants, reals):
+        v = got[0].astype(np.int64)
+        if ((v < 0) | (v >= classes)).any():
+            return [f"index out of range: {v.tolist()}"]
+        if dead[np.arange(b)[:, None], v].any():
+            return ["drew a class of probability 0"]
+        return []
+    return g.op("RANDOM_MULTINOMIAL", [lt.idx, g.i32(n), seeds.idx], [lt],
+                lambda a: np.zeros((b, n)), out_type=I32, check=check)
+
+
+RECIPES.update({"RNN": _rnn, "UNIDIRECTIONAL_SEQUENCE_RNN": _seq_rnn, "BIDIRECTIONAL_SEQUENCE_RNN": _bidi_rnn,
+                "SVDF": _svdf, "LSTM": _lstm, "UNIDIRECTIONAL_SEQUENCE_LSTM": _seq_lstm,
+                "BIDIRECTIONAL_SEQUENCE_LSTM": _bidi_lstm, "QUANTIZED_16BIT_LSTM": _q16_lstm,
+                "QUANTIZED_LSTM": _quantized_lstm, "LSH_PROJECTION": _lsh, "RANDOM_MULTINOMIAL": _multinomial})
+BY_PROPERTY = {"QUANTIZED_LSTM", "LSH_PROJECTION", "RANDOM_MULTINOMIAL"}
+
+
 # ---- one case --------------------------------------------------------------------------------------
 def random_shape(rng, rank):
     if rank == 4:
@@ -1524,6 +1956,8 @@ def compare(name, ten, got, want, g):
         want = np.asarray(want, np.float64)
         got_ = got.astype(np.float64)
         a, r = _float_bound(g, ten.type)
+        if name in FLOAT_TOL_OP and a < 1e-3:
+            a, r = FLOAT_TOL_OP[name]
         scale = max(1.0, float(np.max(np.abs(want[np.isfinite(want)])))) if np.isfinite(want).any() else 1.0
         with np.errstate(invalid="ignore"):
             diff = np.abs(got_ - want)
@@ -1585,8 +2019,13 @@ def check(test, g, outputs, got):
     return problems
 
 
-def run_case(seed, modes=("sync",), ops=None, max_ops=4, lib_path=None):
-    """Generate and run one case; returns (ops used or None, [problem lines])."""
+DEVICE_SETS = ("gpu=all:fp16", "gpu=float-fast:fp16,npu=quant:ACCELERATOR", "cpu=minimal,gpu=float-slow:fp16")
+
+
+def run_case(seed, modes=("sync",), ops=None, max_ops=4, lib_path=None, devices=()):
+    """Generate and run one case; returns (test or None, [problem lines]).  devices: device
+    settings (NNAPI_PY_DEVICES syntax) to run the case on as well, in each mode; a relaxed
+    model on an fp16 device is held to the fp16 bound (as every relaxed model is)."""
     made = generate(seed, ops, max_ops)
     if made is None:
         return None, []
@@ -1594,14 +2033,35 @@ def run_case(seed, modes=("sync",), ops=None, max_ops=4, lib_path=None):
     prepared = cts_runner.prepare_test("validgraph", "validgraph", test)
     r = runner(lib_path)
     problems = []
-    for mode in modes:
-        r.got = None
-        rec = r.run(prepared, mode)
-        if rec.status != cts_runner.PASSED or r.got is None:
-            problems.append(f"[{mode}] {rec.step}: {rec.code_name} {rec.message}")
-            continue
-        problems += [f"[{mode}] {p}" for p in check(test, g, outputs, r.got)]
+    same = [k for rec in g.ops if rec.name in BY_PROPERTY for k in rec.outs if k in outputs]
+    first = None
+    for dev in (None,) + tuple(devices):
+        ctx = nn_devices.emulated(devices=dev) if dev else _nullcontext()
+        with ctx:
+            for mode in modes:
+                label = f"{dev}/{mode}" if dev else mode
+                r.got = None
+                rec = r.run(prepared, mode)
+                if rec.status != cts_runner.PASSED or r.got is None:
+                    problems.append(f"[{label}] {rec.step}: {rec.code_name} {rec.message}")
+                    continue
+                problems += [f"[{label}] {p}" for p in check(test, g, outputs, r.got)]
+                if same and dev is None:        # property-checked operations: every mode, the same bytes
+                    got = [bytes(r.got[0][outputs.index(k)]) for k in same]
+                    if first is None:
+                        first = got
+                    elif got != first:
+                        problems.append(f"[{label}] the outputs of {sorted(BY_PROPERTY & set(test['ops']))} "
+                                        f"differ from the first mode's")
     return test, problems
+
+
+class _nullcontext:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *a):
+        return False
 
 
 def describe(test):
@@ -1611,7 +2071,11 @@ def describe(test):
 
     def opd(k):
         o = sg["operands"][k]
-        if not o["dimensions"]:
+        if o["lifetime"] == "NO_VALUE":
+            return f"{k}:-"
+        if o["type"] == "SUBGRAPH":
+            return f"{k}:SUBGRAPH#{o['data'][0]}"
+        if not o["dimensions"] and o["data"]:
             return f"{k}:{o['type']}={o['data'][0]}"
         s = f"{k}:{o['type']}{o['dimensions']}"
         if o["scale"]:
@@ -1635,6 +2099,141 @@ def dump(test, directory):
     return path
 
 
+# ---- a failing graph as a standalone program ------------------------------------------------------
+REPRO = r'''"""Reproduction written by tests/validgraph.py: __NAME__ (python3 this_file [libneuralnetworks.so]).
+Builds the model with ctypes through the NNAPI C functions, runs it once (compute), and prints
+each output next to the reference the tester computed (float64 numpy)."""
+import ctypes, struct, sys
+
+LIB = sys.argv[1] if len(sys.argv) > 1 else "__LIB__"
+DEVICES = __DEVICES__          # NNAPI_PY_DEVICES the failure was seen with (set it yourself)
+OPERANDS = __OPERANDS__        # (type code, dims, scale, zero point, lifetime, data, channel quant)
+OPERATIONS = __OPERATIONS__    # (operation code, inputs, outputs)
+INPUTS, OUTPUTS, RELAXED = __INPUTS__, __OUTPUTS__, __RELAXED__
+EXPECTED = __EXPECTED__        # operand -> reference values (reals; quantized outputs as real values)
+FMT = {0: "f", 1: "i", 2: "I", 3: "f", 4: "i", 5: "B", 6: "B", 7: "h", 8: "e", 9: "B", 10: "e", 11: "b",
+       12: "H", 13: "b", 14: "b"}
+
+
+class OperandType(ctypes.Structure):
+    _fields_ = [("type", ctypes.c_int32), ("dimensionCount", ctypes.c_uint32),
+                ("dimensions", ctypes.POINTER(ctypes.c_uint32)), ("scale", ctypes.c_float),
+                ("zeroPoint", ctypes.c_int32)]
+
+
+class ChannelQuant(ctypes.Structure):
+    _fields_ = [("channelDim", ctypes.c_uint32), ("scaleCount", ctypes.c_uint32),
+                ("scales", ctypes.POINTER(ctypes.c_float))]
+
+
+nn = ctypes.CDLL(LIB)
+keep = []
+
+
+def ok(rc, what):
+    if rc != 0:
+        err = ""
+        if hasattr(nn, "nnapi_py_last_error"):
+            nn.nnapi_py_last_error.restype = ctypes.c_char_p
+            err = (nn.nnapi_py_last_error() or b"").decode()
+        sys.exit(f"{what} returned {rc}: {err}")
+
+
+def pack(t, values):
+    return struct.pack("<%d%s" % (len(values), FMT[t]), *values)
+
+
+model = ctypes.c_void_p()
+ok(nn.ANeuralNetworksModel_create(ctypes.byref(model)), "Model_create")
+for i, (t, dims, scale, zp, life, data, ch) in enumerate(OPERANDS):
+    d = (ctypes.c_uint32 * max(1, len(dims)))(*dims)
+    keep.append(d)
+    ot = OperandType(t, len(dims), d if dims else None, scale, zp)
+    ok(nn.ANeuralNetworksModel_addOperand(model, ctypes.byref(ot)), f"addOperand {i}")
+    if ch:
+        sc = (ctypes.c_float * len(ch[1]))(*ch[1])
+        keep.append(sc)
+        cq = ChannelQuant(ch[0], len(ch[1]), sc)
+        ok(nn.ANeuralNetworksModel_setOperandSymmPerChannelQuantParams(model, i, ctypes.byref(cq)), f"channel quant {i}")
+    if life == "CONSTANT_COPY":
+        buf = ctypes.create_string_buffer(pack(t, data))
+        keep.append(buf)
+        ok(nn.ANeuralNetworksModel_setOperandValue(model, i, buf, len(buf.raw) - 1), f"setOperandValue {i}")
+    elif life == "NO_VALUE":
+        ok(nn.ANeuralNetworksModel_setOperandValue(model, i, None, 0), f"setOperandValue(NO_VALUE) {i}")
+for code, ins, outs in OPERATIONS:
+    a, b = (ctypes.c_uint32 * len(ins))(*ins), (ctypes.c_uint32 * len(outs))(*outs)
+    ok(nn.ANeuralNetworksModel_addOperation(model, code, len(ins), a, len(outs), b), f"addOperation {code}")
+a, b = (ctypes.c_uint32 * len(INPUTS))(*INPUTS), (ctypes.c_uint32 * len(OUTPUTS))(*OUTPUTS)
+ok(nn.ANeuralNetworksModel_identifyInputsAndOutputs(model, len(INPUTS), a, len(OUTPUTS), b), "identifyInputsAndOutputs")
+if RELAXED:
+    ok(nn.ANeuralNetworksModel_relaxComputationFloat32toFloat16(model, True), "relax")
+ok(nn.ANeuralNetworksModel_finish(model), "Model_finish")
+comp = ctypes.c_void_p()
+ok(nn.ANeuralNetworksCompilation_create(model, ctypes.byref(comp)), "Compilation_create")
+ok(nn.ANeuralNetworksCompilation_finish(comp), "Compilation_finish")
+ex = ctypes.c_void_p()
+ok(nn.ANeuralNetworksExecution_create(comp, ctypes.byref(ex)), "Execution_create")
+for k, i in enumerate(INPUTS):
+    t, dims, _, _, _, data, _ = OPERANDS[i]
+    buf = ctypes.create_string_buffer(pack(t, data))
+    keep.append(buf)
+    ok(nn.ANeuralNetworksExecution_setInput(ex, k, None, buf, len(buf.raw) - 1), f"setInput {k}")
+outbufs = []
+for k, i in enumerate(OUTPUTS):
+    t, dims = OPERANDS[i][0], OPERANDS[i][1]
+    n = 1
+    for v in dims:
+        n *= v
+    buf = ctypes.create_string_buffer(max(1, n * struct.calcsize(FMT[t])))
+    outbufs.append((buf, n))
+    ok(nn.ANeuralNetworksExecution_setOutput(ex, k, None, buf, len(buf.raw)), f"setOutput {k}")
+ok(nn.ANeuralNetworksExecution_compute(ex), "compute")
+for k, i in enumerate(OUTPUTS):
+    t, dims, scale, zp = OPERANDS[i][:4]
+    buf, n = outbufs[k]
+    got = struct.unpack("<%d%s" % (n, FMT[t]), buf.raw[:n * struct.calcsize(FMT[t])])
+    if scale and t not in (4,):
+        got = [(v - zp) * scale for v in got]
+    print(f"output {k} (operand {i}, type {t}, dims {dims}):")
+    print("   got     ", [round(float(v), 6) for v in got][:32])
+    if str(i) in EXPECTED:
+        print("   expected", [round(float(v), 6) for v in EXPECTED[str(i)]][:32])
+'''
+
+
+def repro(test, g, directory, devices_spec="", lib_path=None):
+    """Write test as a standalone Python program (ctypes only) that builds and runs the model
+    and prints the outputs beside the references; returns its path."""
+    os.makedirs(directory, exist_ok=True)
+    sg = test["model"]["main"]
+    ops = []
+    for o in sg["operands"]:
+        ch = o["channelQuant"]
+        data = o["data"] if o["lifetime"] in ("CONSTANT_COPY", "SUBGRAPH_INPUT") else []
+        if o["type"] in ("BOOL", "TENSOR_BOOL8"):
+            data = [int(v) for v in data]
+        ops.append((int(getattr(C, o["type"])), o["dimensions"], o["scale"], o["zeroPoint"], o["lifetime"],
+                    data, (ch["channelDim"], ch["scales"]) if ch else None))
+    opers = [(int(C.OPERATION_CODES[x["type"]]), x["inputs"], x["outputs"]) for x in sg["operations"]]
+    expected = {}
+    for rec in g.ops:
+        for ten in rec.out:
+            if ten.idx in sg["outputIndexes"] and rec.check is None:
+                expected[str(ten.idx)] = [float(v) for v in np.asarray(ten.real, np.float64).reshape(-1)]
+    text = REPRO
+    for key, val in (("__NAME__", test["name"]), ("__LIB__", os.path.abspath(lib_path or cts_runner.default_lib_path())),
+                     ("__DEVICES__", repr(devices_spec)), ("__OPERANDS__", repr(ops)),
+                     ("__OPERATIONS__", repr(opers)), ("__INPUTS__", repr(sg["inputIndexes"])),
+                     ("__OUTPUTS__", repr(sg["outputIndexes"])), ("__RELAXED__", repr(bool(test["model"]["isRelaxed"]))),
+                     ("__EXPECTED__", repr(expected))):
+        text = text.replace(key, val)
+    path = os.path.join(directory, test["name"] + ".py")
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
 def _seed_list(text):
     seeds = []
     for part in text.split(","):
@@ -1654,13 +2253,17 @@ def main(argv=None):
     ap.add_argument("--max-ops", type=int, default=4)
     ap.add_argument("--lib", default=None)
     ap.add_argument("--dump", default="", help="write failing models here (conformance JSON)")
+    ap.add_argument("--devices", default="", help="also run on these virtual device settings, ';'-separated "
+                    "(NNAPI_PY_DEVICES syntax), or 'all' for " + "; ".join(DEVICE_SETS))
+    ap.add_argument("--repro", default="", help="write each failing graph here as a standalone Python program")
     ap.add_argument("-v", "--verbose", action="store_true")
     a = ap.parse_args(argv)
     ops = [o for o in a.ops.split(",") if o] or None
     modes = tuple(m for m in a.modes.split(",") if m)
+    devs = DEVICE_SETS if a.devices == "all" else tuple(d for d in a.devices.split(";") if d)
     counts, failed, cases, t0 = {}, [], 0, time.time()
     for seed in _seed_list(a.seeds):
-        test, problems = run_case(seed, modes, ops, a.max_ops, a.lib)
+        test, problems = run_case(seed, modes, ops, a.max_ops, a.lib, devs)
         if test is None:
             continue
         cases += 1
@@ -1669,12 +2272,16 @@ def main(argv=None):
         if problems:
             failed.append(seed)
             print(f"FAIL seed {seed} (rerun: tests/validgraph.py --seeds {seed}"
-                  f"{' --ops ' + a.ops if a.ops else ''} --max-ops {a.max_ops})")
+                  f"{' --ops ' + a.ops if a.ops else ''} --max-ops {a.max_ops}"
+                  f"{' --devices ' + repr(a.devices) if a.devices else ''})")
             print(describe(test))
             for p in problems[:8]:
                 print("   ", p)
             if a.dump:
                 print("    written to", dump(test, a.dump))
+            if a.repro:
+                made = generate(seed, ops, a.max_ops)
+                print("    reproduction:", repro(test, made[1], a.repro, a.devices, a.lib))
         elif a.verbose:
             print(f"ok seed {seed}: {', '.join(test['ops'])}")
     print("per operation:", ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
