@@ -1,10 +1,14 @@
 """ANeuralNetworksCompilation and ANeuralNetworksBurst."""
+import os
 import threading
+import time
 
 import numpy as np
 
+from . import cache
 from . import constants as C
 from . import devices
+from . import profile
 from .errors import NNError, bad_data, bad_state, strict
 from .plan import Plan
 
@@ -25,6 +29,7 @@ class Compilation:
         self.timeout = 0
         self.cache_dir = None
         self.token = None
+        self.cache_status = None        # what the compilation cache did at finish (nnapi_py/cache.py)
         self.finished = False
         self.invalid = False
         self.plan = None
@@ -97,8 +102,11 @@ class Compilation:
                 raise
             fp16 = self.partition.fp16_operations()
         try:
-            with np.errstate(all="ignore"):     # constant folding may meet inf/NaN: values, not errors
-                self.plan = Plan(self.model, fp16)
+            if self.cache_dir is not None or getattr(self, "cache_fds", None):
+                self.plan = self._cached_plan(fp16)
+            else:
+                with np.errstate(all="ignore"):     # constant folding may meet inf/NaN: values, not errors
+                    self.plan = Plan(self.model, fp16)
         except NNError:
             self.invalid = True
             raise
@@ -110,6 +118,68 @@ class Compilation:
             from .plan import _record_internal
             _record_internal("ANeuralNetworksCompilation_finish", e)
             raise NNError(C.OP_FAILED, f"compilation failed: internal error: {type(e).__name__}: {e}") from e
+
+    def _cache_target(self):
+        """(path, None) of the cache entry in the cache directory, or (None, fd): the SL's
+        model cache fd (SL_ANeuralNetworksCompilation_setCachingFromFds keeps duplicates as
+        self.cache_fds = (model fds, data fds, token); the entry is one file, the first fd)."""
+        if self.cache_dir is not None:
+            return os.path.join(self.cache_dir, cache.entry_name(self.token)), None
+        model_fds, data_fds, _ = self.cache_fds
+        fds = tuple(model_fds) + tuple(data_fds)
+        return (None, fds[0]) if fds else (None, None)
+
+    def _cached_plan(self, fp16):
+        """The plan from the compilation cache when it holds one for this model, library and
+        options; else made here and written there (nnapi_py/cache.py).  cache_status says which."""
+        t0 = time.perf_counter()
+        path, fd = self._cache_target()
+        if path is None and fd is None:
+            self.cache_status = "off (no cache file given)"
+            with np.errstate(all="ignore"):
+                return Plan(self.model, fp16)
+        ops = self.model.operations
+        key = cache.key(self, [k for k, o in enumerate(ops) if id(o) in fp16] if fp16 else ())
+        where = path if path is not None else f"fd {fd}"
+        try:
+            try:
+                if path is not None:
+                    try:
+                        f = open(path, "rb")
+                    except FileNotFoundError:
+                        raise cache.Miss("miss", "no entry") from None
+                    except OSError as e:
+                        raise cache.Miss("miss", f"cannot read: {e.strerror}") from None
+                    with f:
+                        stream, buffers = cache.read_entry(f, key)
+                else:
+                    stream, buffers = cache.read_entry(cache.FdReader(fd), key)
+                plan = cache.plan_from(stream, buffers, self.model, fp16)
+            except OSError as e:
+                raise cache.Miss("miss", f"cannot read: {e.strerror}") from None
+            self._note(f"hit ({where}, {(time.perf_counter() - t0) * 1e3:.1f} ms)")
+            return plan
+        except cache.Miss as m:
+            why = f"{m.kind} ({m.reason})"
+        t1 = time.perf_counter()
+        with np.errstate(all="ignore"):
+            plan = Plan(self.model, fp16)
+        t2 = time.perf_counter()
+        try:
+            parts = cache.plan_parts(plan, key)
+            if path is not None:
+                cache.write_entry(path, parts)
+            else:
+                cache.write_fd(fd, parts)
+            done = f"written in {(time.perf_counter() - t2) * 1e3:.1f} ms"
+        except Exception as e:          # unwritable directory, full disk, a plan it cannot hold
+            done = f"not written: {type(e).__name__}: {e}"
+        self._note(f"{why}: compiled in {(t2 - t1) * 1e3:.1f} ms, {done} ({where})")
+        return plan
+
+    def _note(self, status):
+        self.cache_status = status
+        profile.note("compilation cache " + status)
 
     def cpu_plan(self):
         """The plan an execution that falls back to the CPU implementation runs: float32

@@ -16,6 +16,7 @@ bookkeeping (operand types, names, the graph for inspection).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import math
 import os
 import tempfile
@@ -477,9 +478,30 @@ class Model:
                 cache_dir: Optional[str] = None, token: Optional[bytes] = None) -> "Compilation":
         """Finish the model and compile it (preference "low_power" / "fast_single_answer" /
         "sustained_speed"; devices: device names for createForDevices; priority "low" /
-        "medium" / "high"; timeout_ns; cache_dir + 32-byte token for setCaching)."""
+        "medium" / "high"; timeout_ns; cache_dir + 32-byte token for setCaching: the library
+        stores the compiled plan there and a later compilation of the same model with the same
+        token loads it; the token defaults to cache_token(), a hash of the model's content)."""
         self._finish()
+        if cache_dir is not None and token is None:
+            token = self.cache_token()
         return Compilation(self, preference, devices, priority, timeout_ns, cache_dir, token)
+
+    def cache_token(self) -> bytes:
+        """The 32-byte caching token compile(cache_dir=...) uses by default: SHA-256 of the
+        model's operands, operations, inputs, outputs, relax flag and constant values (the
+        library's own key checks the content again, so this only names the cache entry)."""
+        h = hashlib.sha256()
+        h.update(repr((self.relaxed, [(o.type.code, o.dims, o.type.scale, o.type.zero_point, o.type.channel_dim,
+                                       None if o.type.channel_scales is None else list(o.type.channel_scales))
+                                      for o in self.operands],
+                       self.operations, [o.index for o in self.inputs], [o.index for o in self.outputs])).encode())
+        for i in sorted(self.values):
+            h.update(b"%d:" % i)
+            h.update(np.ascontiguousarray(self.values[i]).tobytes())
+        for v in self._keep:
+            if isinstance(v, Model):
+                h.update(v.cache_token())
+        return h.digest()
 
     # -- inspection
     def to_dict(self) -> dict:

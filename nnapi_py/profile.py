@@ -18,6 +18,21 @@ _totals = {}        # operation name -> [runs, seconds]
 _kernels = {}       # "NAME [in dims] -> [out dims]" -> [runs, seconds]
 TOP_KERNELS = 25
 _reported = [False]
+_notes = []         # compilation cache events (hit / miss / stale / corrupt, with the reason)
+MAX_NOTES = 50
+
+
+def note(text):
+    """An event the report lists (the compilation cache's); also said at once under NNAPI_PY_TRACE."""
+    from .errors import TRACE_VALUES
+    trace = os.environ.get("NNAPI_PY_TRACE", "").strip().lower()
+    if trace and trace != "0" and trace in TRACE_VALUES:
+        sys.stderr.write(f"nnapi_py: {text}\n")
+        sys.stderr.flush()
+    if ENABLED:
+        with _lock:
+            _notes.append(text)
+            del _notes[:-MAX_NOTES]
 
 
 def kernel_label(name, ins, outs):
@@ -71,10 +86,12 @@ def table():
 
 def report():
     """Print (or write) the table once, at exit."""
-    if not ENABLED or _reported[0] or not _totals:
+    if not ENABLED or _reported[0] or not (_totals or _notes):
         return
     _reported[0] = True
     text = "nnapi_py profile (NNAPI_PY_PROFILE):\n" + table() + "\n"
+    if _notes:
+        text += "".join(f"{n}\n" for n in _notes)
     where = os.environ.get("NNAPI_PY_PROFILE", "")
     if where not in ("1", "yes", "true", "on"):
         try:
