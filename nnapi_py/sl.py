@@ -14,7 +14,6 @@ no callback registered the cost is that one check.
 
 Runtime-objects layer: imports execution/model/devices; only _capi imports this module.
 """
-import hashlib
 import itertools
 import os
 import threading
@@ -295,6 +294,7 @@ def _models(model):
 def arch_hash(model):
     """32 bytes: SHA-256 of the model's structure (operand types, shapes, quantization,
     lifetimes, operations, inputs and outputs, referenced models), not of its weights."""
+    import hashlib      # here, not at start-up: it loads OpenSSL (cold start, valgrind noise)
     h = hashlib.sha256()
     for m in _models(model):
         h.update(repr((m.relaxed, m.types, m.dims, m.scales, m.zps, m.life,
