@@ -407,7 +407,7 @@ def pack(key, stream, buffers):
         body.append(r)
         at += r.nbytes
     body[0] = struct.pack(f"<QQ{2 * len(raws)}Q", len(stream), len(raws), *[x for o in offsets for x in o])
-    crc = 0
+    crc = zlib.crc32(_HEADER.pack(MAGIC, FORMAT, *key, at, 0)[:-4])
     for part in body:
         crc = zlib.crc32(part, crc)
     header = _HEADER.pack(MAGIC, FORMAT, *key, at, crc)
@@ -426,7 +426,7 @@ _KEY_NAMES = ("a different model", "a different library version", "different dev
 
 
 def read_entry(f, key):
-    """(pickle memoryview, buffer memoryviews) of the open file f if it is an entry for key, else
+    """(pickle memoryview, buffer memoryviews) of the FileReader / FdReader f if it is an entry for key, else
     raise Miss.  The whole file is read into one 64-byte aligned buffer (the arrays' memory)."""
     head = f.read(_PAYLOAD_AT)
     if not head:
@@ -442,9 +442,16 @@ def read_entry(f, key):
     for k, (got, want) in enumerate(zip((md, ld, od), key)):
         if got != want:
             raise Miss("stale", f"written for {_KEY_NAMES[k]}")
-    if length > 1 << 40:
-        raise Miss("corrupt", f"payload length {length}")
-    base = np.empty(length + _ALIGN, np.uint8)
+    if len(head) == _PAYLOAD_AT and any(head[HEADER_SIZE:]):
+        raise Miss("corrupt", "damaged header padding")
+    size = f.size()
+    if size != _PAYLOAD_AT + length:
+        raise Miss("corrupt", f"truncated: {size} bytes, the header says {_PAYLOAD_AT + length}"
+                   if size < _PAYLOAD_AT + length else f"{size} bytes, longer than the header says")
+    try:
+        base = np.empty(length + _ALIGN, np.uint8)
+    except MemoryError:
+        raise Miss("miss", f"not enough memory to read {length} bytes") from None
     off = -base.ctypes.data % _ALIGN
     buf = base[off:off + length]
     got = f.readinto(memoryview(buf)) if len(head) == _PAYLOAD_AT else 0
@@ -452,7 +459,7 @@ def read_entry(f, key):
         raise Miss("corrupt", f"truncated: {got} of {length} payload bytes")
     if f.read(1):
         raise Miss("corrupt", "longer than its header says")
-    if zlib.crc32(buf) != crc:
+    if zlib.crc32(buf, zlib.crc32(head[:HEADER_SIZE - 4])) != crc:
         raise Miss("corrupt", "checksum mismatch")
     mv = memoryview(buf)
     try:
@@ -496,11 +503,25 @@ def write_fd(fd, parts):
             mv = mv[n:]
 
 
+class FileReader:
+    """A file opened for read_entry."""
+
+    def __init__(self, f):
+        self.f = f
+        self.read, self.readinto = f.read, f.readinto
+
+    def size(self):
+        return os.fstat(self.f.fileno()).st_size
+
+
 class FdReader:
     """read / readinto at increasing offsets of an fd (pread: the fd's own offset is not used)."""
 
     def __init__(self, fd):
         self.fd, self.at = fd, 0
+
+    def size(self):
+        return os.fstat(self.fd).st_size
 
     def read(self, n):
         out = os.pread(self.fd, n, self.at)

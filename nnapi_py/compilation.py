@@ -151,7 +151,7 @@ class Compilation:
                     except OSError as e:
                         raise cache.Miss("miss", f"cannot read: {e.strerror}") from None
                     with f:
-                        stream, buffers = cache.read_entry(f, key)
+                        stream, buffers = cache.read_entry(cache.FileReader(f), key)
                 else:
                     stream, buffers = cache.read_entry(cache.FdReader(fd), key)
                 plan = cache.plan_from(stream, buffers, self.model, fp16)

@@ -41,6 +41,7 @@ import dataclasses
 import faulthandler
 import glob
 import gzip
+import hashlib
 import json
 import os
 import sys
@@ -392,10 +393,11 @@ class Record:
 
 
 class _Runner:
-    def __init__(self, library: Library):
+    def __init__(self, library: Library, cache_dir=None):
         self.L = library
         self.ffi = library.ffi
         self.lib = library.lib
+        self.cache_dir = cache_dir      # --cache: every compilation twice, the second from the cache
 
     # -- helpers -------------------------------------------------------------------------
     def _check(self, rc, step, detail=""):
@@ -568,8 +570,17 @@ class _Runner:
         self._check(lib.ANeuralNetworksModel_finish(main), "Model_finish")
 
         cp = ffi.new("ANeuralNetworksCompilation**")
+        token = hashlib.sha256(f"{test.test_id} {mode}".encode()).digest() if self.cache_dir else None
+        if token:           # the first compilation writes the cache entry (its result is the second's)
+            self._check(lib.ANeuralNetworksCompilation_create(main, cp), "Compilation_create")
+            lib.ANeuralNetworksCompilation_setCaching(cp[0], self.cache_dir.encode(), token)
+            lib.ANeuralNetworksCompilation_finish(cp[0])
+            lib.ANeuralNetworksCompilation_free(cp[0])
         self._check(lib.ANeuralNetworksCompilation_create(main, cp), "Compilation_create")
         st["compilation"] = cp[0]
+        if token:
+            self._check(lib.ANeuralNetworksCompilation_setCaching(cp[0], self.cache_dir.encode(), token),
+                        "Compilation_setCaching")
         self._check(lib.ANeuralNetworksCompilation_finish(cp[0]), "Compilation_finish")
 
         ep = ffi.new("ANeuralNetworksExecution**")
@@ -931,12 +942,14 @@ class Watchdog:
 
 def run(ops=None, modes=ALL_MODES, lib_path=None, cts_dir=None, name_filter=None,
         spec_filter=None, progress=None, trace=False, library=None,
-        timeout=600) -> Results:
+        timeout=600, cache_dir=None) -> Results:
     """Run the conformance vectors against the library; return Results.
 
     ops: only tests that use at least one of these operations (None: all).
     modes: any of ALL_MODES.  timeout: seconds one (test, mode) may take before the
-    process is aborted with a message (0/None: no limit).  Raises ConformanceSkip when there are no vectors and
+    process is aborted with a message (0/None: no limit).  cache_dir: every compilation is made
+    twice with setCaching(cache_dir, a token of the test and mode); the second, read from the
+    cache, is the one run.  Raises ConformanceSkip when there are no vectors and
     OSError/cffi errors when the library cannot be loaded.
     """
     cts_dir = cts_dir or default_cts_dir()
@@ -950,7 +963,7 @@ def run(ops=None, modes=ALL_MODES, lib_path=None, cts_dir=None, name_filter=None
         ops = [o for o in ops.split(",") if o]
     ops = [o.strip().upper() for o in ops] if ops else None
     lib = library or Library(lib_path or default_lib_path())
-    runner = _Runner(lib)
+    runner = _Runner(lib, cache_dir)
     watchdog = Watchdog(timeout)
     results = Results(modes, lib.describe())
     t0 = time.monotonic()
@@ -997,6 +1010,8 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=600,
                     help="abort the run if one test takes longer (seconds, 0: never)")
     ap.add_argument("--progress", action="store_true", help="print each spec as it starts")
+    ap.add_argument("--cache", metavar="DIR", help="compile every model twice with setCaching(DIR, a token "
+                                                    "per test and mode): the second, from the cache, runs")
     ap.add_argument("-v", "--verbose", action="store_true", help="list all failures")
     args = ap.parse_args(argv)
 
@@ -1035,7 +1050,7 @@ def main(argv=None) -> int:
                   name_filter=split(args.name) if args.name else None,
                   spec_filter=split(args.spec) if args.spec else None,
                   progress=progress if args.progress else None, trace=args.trace,
-                  timeout=args.timeout)
+                  timeout=args.timeout, cache_dir=args.cache)
     print()
     print(results.table())
     ni = results.not_implemented_ops()
