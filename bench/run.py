@@ -9,7 +9,8 @@ Python process beside torch eager (mobilenet_torch_nnapi.py), a 2-layer projecte
 through the C API beside torch.nn.LSTM (lstm.py), and an SSD-sized DETECTION_POSTPROCESSING head
 in regular mode beside the class-by-class walk it replaced (detection.py).  The corpus's .tflite models
 (tflite_models.py), each beside LiteRT, then issue 28's goal over its quantized CNNs: their
-geometric mean of ours / LiteRT builtin (quantized_cnn_mean).  Thread scaling (bench_threads.c): runs
+geometric mean of ours / LiteRT builtin (quantized_cnn_mean), and the compilation cache's
+second / first compilation of FaceNet (compile_cache.py, compile_cached_ratio).  Thread scaling (bench_threads.c): runs
 with 1 and 4 threads alternate, and the 4-vs-1 ratio is the median of each adjacent pair's
 ratio (5 pairs for the small execution, 3 for the convolution), so a drift of the machine's
 speed between runs does not enter it.  Every process runs with one BLAS thread (ENV); the
@@ -89,6 +90,28 @@ def quantized_cnn_mean(rows, ratios):
 NET_ROUNDS = 5      # rounds of the MobileNetV2-style network: PyTorch eager, PyTorch quantized
                     # (a process each, best of 10 inferences), then ours float32 and quant8 in one
                     # process, their inferences alternating (best of 10 each)
+
+
+def compile_cache_rows(rows):
+    """Issue 39's row: the second compilation of FaceNet (from the compilation cache) over the
+    first (empty cache: compiled and written), same process (compile_cache.py); the other
+    model's times as information."""
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "compile_cache.py")], env=ENV,
+                       capture_output=True, text=True)
+    for line in (r.stdout or "").splitlines():
+        parts = line.split()
+        if len(parts) == 5 and parts[0] == "compile_cache":
+            first, second, mb = (float(x) for x in parts[2:])
+            facenet = parts[1] == "facenet_uint8"
+            rows.append(("compile_cached_ratio" if facenet else f"  {parts[1]}_cached_ratio", second / first, "x",
+                         0.15 if facenet else None))
+            rows.append((f"  {parts[1]}_first_compile", first, "ms", None))
+            rows.append((f"  {parts[1]}_cached_compile", second, "ms", None))
+            rows.append((f"  {parts[1]}_cache_entry", mb, "MB", None))
+        elif line.startswith("compile_cache unavailable"):
+            print(line, file=sys.stderr)
+    if r.returncode and r.stderr:
+        print(r.stderr.strip().splitlines()[-1], file=sys.stderr)
 
 
 def _net_round(exe):
@@ -258,6 +281,7 @@ def main():
             elif line.startswith("tflite unavailable"):
                 print(line, file=sys.stderr)
         quantized_cnn_mean(rows, ratios)
+        compile_cache_rows(rows)
     r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "python_api.py")], env=ENV,
                        capture_output=True, text=True)
     m = re.match(r"pyapi_builder_us ([\d.-]+) pyapi_run_us ([\d.-]+)", r.stdout or "")
