@@ -7,7 +7,7 @@ directory of neuralnetworks.pc, for PKG_CONFIG_PATH.
 python -m nnapi_py --suppressions[=valgrind|tsan|lsan]: the shipped suppression files for checking a
 client with valgrind, ThreadSanitizer or LeakSanitizer (README: "Using it in your CI").
 python -m nnapi_py run MODEL.tflite [--input a.npy ...] [--save DIR] [--compare] [--bench N] [--check]
-  [--feature-level N] [--max-partitions N] [--allow-fp16] [--devices SPEC]: run a .tflite model
+  [--feature-level N] [--max-partitions N] [--allow-fp16] [--devices SPEC] [--cache DIR]: run a .tflite model
 through NNAPI, partitioned as TFLite's NNAPI delegate would (random inputs unless given; --compare:
 ours and LiteRT's optimized kernels each against LiteRT's reference kernels on the same inputs,
 per output, with a verdict against the stated tolerance (exit 1 when outside it); --bench N: our
@@ -18,7 +18,8 @@ partitions, per operator the NNAPI operation(s) or why it stays on the CPU; --fe
 the delegate's max_number_delegated_partitions, default 3, 0 for no limit; --devices:
 NNAPI_PY_DEVICES for this run; --allow-fp16: TFLite's allow_fp16, the model relaxed to float16
 on a device with fp16 numerics (default --devices gpu=float-fast:fp16), and --compare then shows
-its accuracy per output against float32 and against LiteRT).
+its accuracy per output against float32 and against LiteRT; --cache DIR: the compilation cache
+directory, made if missing: a second run loads the compiled plans instead of compiling again).
 python -m nnapi_py show FILE.json [--dot | --json | --svg OUT.svg]: a model dumped with
 NNAPI_PY_DUMP=DIR (or written by Model.to_json()) as a table (default), Graphviz dot, JSON or SVG.
 A failure prints one line saying what is wrong and exits 2 (usage, a file or input given) or 1
@@ -81,6 +82,7 @@ def run_tflite(argv):
     ap.add_argument("--max-partitions", type=int, default=3)
     ap.add_argument("--allow-fp16", action="store_true")
     ap.add_argument("--devices")
+    ap.add_argument("--cache", metavar="DIR")
     a = ap.parse_args(argv)
     from . import tflite as T
     from .devices import emulated
@@ -88,6 +90,9 @@ def run_tflite(argv):
 
     def load(**options):
         options.update(feature_level=a.feature_level, max_partitions=a.max_partitions, check_only=a.check)
+        if a.cache and not a.check:
+            os.makedirs(a.cache, exist_ok=True)
+            options["cache_dir"] = a.cache
         if devs is None:
             return T.load(a.model, **options)
         with emulated(devices=devs):            # compilations keep the devices they were made with

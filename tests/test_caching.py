@@ -447,3 +447,30 @@ def test_conformance_subset_in_cache_mode(tmp_path, capfd, monkeypatch):
     hits = err.count("compilation cache hit")
     misses = err.count("compilation cache miss")
     assert hits == misses > 100, (hits, misses)
+
+
+def test_cli_run_cache(tmp_path):
+    """python -m nnapi_py run MODEL.tflite --cache DIR: the second run loads the compiled plan."""
+    pytest.importorskip("tflite", reason="the tflite parser package is not installed")
+    import tflite_writer
+    f32 = np.float32
+    rng = np.random.default_rng(3)
+    model = tflite_writer.write(str(tmp_path / "conv.tflite"),
+                                [("x", f32, (1, 8, 8, 3), None), ("w", f32, (8, 3, 3, 3), rng.standard_normal((8, 3, 3, 3))),
+                                 ("b", f32, (8,), rng.standard_normal(8)), ("y", f32, (1, 8, 8, 8), None)],
+                                [("CONV_2D", [0, 1, 2], [3], ("Conv2DOptions", {"Padding": 0, "StrideW": 1,
+                                                                                "StrideH": 1}))], [0], [3])
+    d = tmp_path / "cache"
+    env = dict(os.environ, NNAPI_PY_TRACE="1")
+    runs = [subprocess.run([sys.executable, "-m", "nnapi_py", "run", model, "--cache", str(d), "--save",
+                            str(tmp_path / f"out{k}")], capture_output=True, text=True, env=env, cwd=ROOT,
+                           timeout=300) for k in range(2)]
+    for r in runs:
+        assert r.returncode == 0, r.stderr
+    assert "compilation cache miss (no entry)" in runs[0].stderr, runs[0].stderr
+    assert "compilation cache hit" in runs[1].stderr, runs[1].stderr
+    assert runs[0].stdout == runs[1].stdout
+    a, b = (sorted(os.listdir(tmp_path / f"out{k}")) for k in range(2))
+    assert a == b and a
+    for f in a:
+        assert (tmp_path / "out0" / f).read_bytes() == (tmp_path / "out1" / f).read_bytes()
