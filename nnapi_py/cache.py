@@ -13,7 +13,7 @@ references to the live model's values (the same objects, as a fresh compilation 
 File: one per (directory, token), ``nnapi_py-<token hex>.bin``::
 
     magic "NNPYCAC1" | format u32 | model digest 32 | library digest 32 | options digest 32 |
-    payload length u64 | payload CRC-32 u32 | padding to 64 bytes | payload
+    payload length u64 | CRC-32 of header and payload u32 | zeros to 64 bytes | payload
 
 The three digests are the key (model content; library version and sources; devices,
 preference, priority, feature level and the settings that shape a plan).  A file is loaded only
