@@ -326,6 +326,16 @@ def _empty_cell():
 
 
 _NUMPY_NAMES = frozenset(("_reconstruct", "scalar", "_frombuffer", "dtype", "ndarray", "_ufunc_reconstruct"))
+# numpy functions a cache file may not name: file and pickle I/O, memory maps, foreign code
+_NUMPY_DENIED = frozenset(("load", "save", "savez", "savez_compressed", "loadtxt", "savetxt", "genfromtxt",
+                           "fromfile", "memmap", "fromregex", "DataSource", "open_memmap", "recfromtxt",
+                           "recfromcsv", "ctypeslib", "lookfor", "source", "info",
+                           "show_config", "show_runtime", "get_include", "set_printoptions", "seterrcall",
+                           "setbufsize", "set_string_function", "vectorize", "frompyfunc", "piecewise",
+                           "apply_along_axis", "apply_over_axes"))
+_NUMPY_DENIED_MODULES = ("numpy.lib.npyio", "numpy.lib._npyio", "numpy.lib.format", "numpy.lib._datasource",
+                         "numpy.lib.format", "numpy.ctypeslib", "numpy.f2py", "numpy.testing", "numpy.distutils",
+                         "numpy._utils", "numpy.lib._utils", "numpy.lib.utils", "numpy._pytesttester")
 _BUILTINS = frozenset(("slice", "frozenset", "set", "complex", "range", "bytearray", "bytes", "tuple", "list",
                        "dict", "int", "float", "bool", "str", "object", "type", "NotImplemented", "Ellipsis"))
 
@@ -348,10 +358,13 @@ class _Unpickler(pickle.Unpickler):
     def find_class(self, module, name):
         if module == "builtins" and name in _BUILTINS or module == "copyreg" and name == "_reconstructor":
             return super().find_class(module, name)
-        if module.startswith("numpy"):
+        if module == "numpy" or module.startswith("numpy."):
             obj = super().find_class(module, name)
             if name in _NUMPY_NAMES or isinstance(obj, (type, np.ufunc)):
                 return obj
+            if callable(obj) and name not in _NUMPY_DENIED and not any(
+                    str(getattr(obj, "__module__", "")).startswith(m) for m in _NUMPY_DENIED_MODULES):
+                return obj              # numpy's functions a kernel keeps (np.any, ...), not its I/O
         elif _safe_module(module):
             return super().find_class(module, name)
         raise pickle.UnpicklingError(f"{module}.{name} is not allowed in a cache file")

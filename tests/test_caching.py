@@ -215,13 +215,16 @@ def test_foreign_files(tmp_path):
     assert damaged(tmp_path, lambda d: other).startswith("stale (written for a different model)")
 
 
-def test_consistent_but_crafted_payload_is_refused(tmp_path):
+@pytest.mark.parametrize("call", ["os.system", "numpy.load"])
+def test_consistent_but_crafted_payload_is_refused(tmp_path, call):
     """A file whose header, key and checksum are right but whose payload names a callable the
-    unpickler does not allow (os.system): refused, compiled afresh, nothing run."""
+    unpickler does not allow (os.system, numpy's file I/O): refused, compiled afresh, nothing run."""
     import pickle
 
     class Evil:
         def __reduce__(self):
+            if call == "numpy.load":
+                return (np.load, (str(tmp_path / "pwned.npy"), None, True))
             return (os.system, ("touch " + str(tmp_path / "pwned"),))
     c = conv_model().compile(cache_dir=str(tmp_path), token=TOKEN)
     from nnapi_py import _capi, ffi
