@@ -477,3 +477,24 @@ def test_cli_run_cache(tmp_path):
     assert a == b and a
     for f in a:
         assert (tmp_path / "out0" / f).read_bytes() == (tmp_path / "out1" / f).read_bytes()
+
+
+def relaxed_model():
+    m = conv_model()
+    m.relaxed = True
+    return m
+
+
+@pytest.mark.parametrize("setting", [dict(devices="gpu=float-fast:fp16"), dict(feature_level=4),
+                                     dict(devices="gpu=float-slow,dsp=quant")])
+def test_emulated_devices_and_levels(tmp_path, setting):
+    """Partitions (a float16 device, several devices) and emulated levels: the entry is keyed by
+    them, loaded under the same setting, stale under another, results bit-identical."""
+    with nn.emulated(**setting):
+        want = relaxed_model().compile().run(x_for())["y"].tobytes()
+        c1 = relaxed_model().compile(cache_dir=str(tmp_path), token=TOKEN)
+        c2 = relaxed_model().compile(cache_dir=str(tmp_path), token=TOKEN)
+        assert status(c1).startswith("miss") and status(c2).startswith("hit"), (status(c1), status(c2))
+        assert c1.run(x_for())["y"].tobytes() == want == c2.run(x_for())["y"].tobytes()
+    c3 = relaxed_model().compile(cache_dir=str(tmp_path), token=TOKEN)
+    assert status(c3).startswith("stale (written for different devices or options)"), status(c3)
