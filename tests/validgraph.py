@@ -1589,7 +1589,10 @@ def _lstm_step(p, v, xr, h, c, a, cell_clip, proj_clip):
         if p["ln"]:
             mean = z.mean(axis=1, keepdims=True)
             var = z.var(axis=1, keepdims=True)
-            return (z - mean) / np.sqrt(var + 1e-8) * v["ln" + name] + v["b" + name]
+            # Android's MeanStddevNormalization: 1/stddev, and 1/sqrt(1e-8) only for a constant row
+            # (no epsilon added to a non-zero variance)
+            inv = 1 / np.sqrt(np.where(var == 0, 1e-8, var))
+            return (z - mean) * inv * v["ln" + name] + v["b" + name]
         return z + v["b" + name]
     f = _sig(gate("f", c))
     i = 1 - f if p["cifg"] else _sig(gate("i", c))
