@@ -5,7 +5,6 @@ import time
 
 import numpy as np
 
-from . import cache
 from . import constants as C
 from . import devices
 from . import profile
@@ -123,6 +122,7 @@ class Compilation:
         """(path, None) of the cache entry in the cache directory, or (None, fd): the SL's
         model cache fd (SL_ANeuralNetworksCompilation_setCachingFromFds keeps duplicates as
         self.cache_fds = (model fds, data fds, token); the entry is one file, the first fd)."""
+        from . import cache                 # on first use: start-up does not pay for its imports
         if self.cache_dir is not None:
             return os.path.join(self.cache_dir, cache.entry_name(self.token)), None
         model_fds, data_fds, _ = self.cache_fds
@@ -132,6 +132,7 @@ class Compilation:
     def _cached_plan(self, fp16):
         """The plan from the compilation cache when it holds one for this model, library and
         options; else made here and written there (nnapi_py/cache.py).  cache_status says which."""
+        from . import cache
         t0 = time.perf_counter()
         path, fd = self._cache_target()
         if path is None and fd is None:
