@@ -230,17 +230,24 @@ def generate_sl(fl5, fl8):
     table = (f"#define NNPY_SL_TABLE(level) {{ \\\n    .base = {{ \\\n        .base = {{ .implFeatureLevel = (level) }}, \\\n"
              + slots.replace("\n", " \\\n") + " \\\n    }, \\\n" + extra.replace("\n", " \\\n") + " \\\n}\n")
     n5 = len(fl5)
-    return SL_CDEF + "\n" + cdef, csrc + SL_C + table + SL_TABLES.replace("NNPY_FL5_SLOTS", str(n5))
+    diag = NNPY_DIAG_STRUCT.strip("\n")
+    return (SL_CDEF.replace("@NNPY_DIAG_STRUCT@", diag) + "\n" + cdef,
+            csrc + SL_C.replace("@NNPY_DIAG_STRUCT@", diag) + table + SL_TABLES.replace("NNPY_FL5_SLOTS", str(n5)))
 
 
-SL_CDEF = r"""
-typedef struct { float execTime; float powerUsage; } SL_ANeuralNetworksPerformanceInfo;
+# the diagnostics record nnapi_py/sl.py fills: declared once, for cffi (SL_CDEF) and the C source (SL_C)
+NNPY_DIAG_STRUCT = r"""
 typedef struct {
     int32_t session; int64_t version; uint8_t hash[32]; const char* devices; int32_t error;
     int32_t in_class; int32_t out_class; uint64_t compile_ns; int32_t mode;
     uint64_t runtime_ns; uint64_t driver_ns; uint64_t hardware_ns;
     int32_t caching; int32_t control_flow; int32_t dynamic;
 } nnpy_diag;
+"""
+
+SL_CDEF = r"""
+typedef struct { float execTime; float powerUsage; } SL_ANeuralNetworksPerformanceInfo;
+@NNPY_DIAG_STRUCT@
 void nnpy_diag_fire(int execution, nnpy_diag* info);
 extern "Python" void _nnpy_sl_diagnostics(int on);
 extern "Python" int _nnpy_sl_operand_performance(uintptr_t device, uintptr_t context, uintptr_t callback,
@@ -253,12 +260,7 @@ SL_C = r"""
 /* ---- Support Library: diagnostics and the callbacks into the client ----------------------
    The info a diagnostic callback receives is one of these, filled by nnapi_py/sl.py and alive
    during the callback; the getters only read it (a NULL info reads as zeros). */
-typedef struct {
-    int32_t session; int64_t version; uint8_t hash[32]; const char* devices; int32_t error;
-    int32_t in_class; int32_t out_class; uint64_t compile_ns; int32_t mode;
-    uint64_t runtime_ns; uint64_t driver_ns; uint64_t hardware_ns;
-    int32_t caching; int32_t control_flow; int32_t dynamic;
-} nnpy_diag;
+@NNPY_DIAG_STRUCT@
 
 static pthread_mutex_t _nnpy_diag_lock = PTHREAD_MUTEX_INITIALIZER;
 static ANeuralNetworksDiagnosticCompilationFinishedCallback _nnpy_diag_ccb;
@@ -493,6 +495,15 @@ static PyThreadState* _nnpy_gil_held(void) {
 #endif
 }
 
+/* Lock `m`, giving up the GIL while waiting if this thread holds it: the thread that holds `m`
+   may need the GIL before it lets go (the runtime's start-up, an operand batch's flush). */
+static void _nnpy_lock_without_gil(pthread_mutex_t* m) {
+    PyThreadState* ts = _nnpy_gil_held();
+    if (ts) PyEval_SaveThread();
+    pthread_mutex_lock(m);
+    if (ts) PyEval_RestoreThread(ts);
+}
+
 /* Run NNPY_PATHS_CODE with the GIL held; 0 on success, else the reason in `why`. */
 static int _nnpy_find_dependencies(char* why, size_t n) {
     PyGILState_STATE g = PyGILState_Ensure();
@@ -660,11 +671,8 @@ __attribute__((noinline)) static int _nnpy_start(void) {
     if (s == 1 || s == -1) return s == 1;
     if (pthread_mutex_trylock(&_nnpy_start_lock) != 0) {
         /* another thread is starting the runtime: wait for it without holding the GIL */
-        PyThreadState* ts = _nnpy_gil_held();
-        if (ts) PyEval_SaveThread();
-        pthread_mutex_lock(&_nnpy_start_lock);
+        _nnpy_lock_without_gil(&_nnpy_start_lock);
         pthread_mutex_unlock(&_nnpy_start_lock);
-        if (ts) PyEval_RestoreThread(ts);
         return __atomic_load_n(&_nnpy_state, __ATOMIC_ACQUIRE) == 1;
     }
     if (__atomic_load_n(&_nnpy_state, __ATOMIC_ACQUIRE) == 0) {
@@ -737,11 +745,7 @@ static nnpy_opnd _nnpy_batch[NNPY_BATCH];
 static void _nnpy_flush_operands(uintptr_t model, uintptr_t records, uint32_t count);
 
 static void _nnpy_batch_acquire(void) {
-    if (pthread_mutex_trylock(&_nnpy_batch_lock) == 0) return;
-    PyThreadState* ts = _nnpy_gil_held();
-    if (ts) PyEval_SaveThread();
-    pthread_mutex_lock(&_nnpy_batch_lock);
-    if (ts) PyEval_RestoreThread(ts);
+    if (pthread_mutex_trylock(&_nnpy_batch_lock) != 0) _nnpy_lock_without_gil(&_nnpy_batch_lock);
 }
 
 static void _nnpy_flush_locked(void) {
