@@ -92,6 +92,136 @@ def _in_fp16(kernel, round_ins, round_outs):
     return run
 
 
+# ---- constant folding -------------------------------------------------------------------------
+FOLD_FACTOR = 4                 # folded results kept: at most this many times the model's constant bytes ...
+FOLD_FLOOR = 16 << 20           # ... or this many bytes, whichever is more
+NEVER_FOLDED = frozenset(("RANDOM_MULTINOMIAL",))       # a draw per computation, not a value of its inputs
+
+
+class _ConstantFolds:
+    """Constant work once: an operation whose inputs are all constants (the model's, or results
+    folded before it) is computed at compilation, by the kernel the plan would run, and its
+    results become constants (new operands; the readers are rewired to them, the model's own
+    operands are untouched).  The same bits as running it (the same kernel on the same values),
+    so NNAPI_PY_STRICT=1 folds too.  Not folded: control flow (IF / WHILE), RANDOM_MULTINOMIAL,
+    an operation with a check deferred to execution, one writing a model output (the caller's
+    buffer is written on every computation: the operation runs, on its folded inputs), one with
+    a scalar or zero-sized result, one whose computation fails here (it is left to run, so the
+    error comes at execution, where Android reports it), and one whose results would take the
+    folded results kept past max(FOLD_FACTOR x the model's constant bytes, FOLD_FLOOR): 4x is
+    what dequantizing 8-bit weights to float32 takes, the fold this is for.  A folded result
+    read only by operations folded after it is released (it does not count against the bound)."""
+
+    def __init__(self, model, infos, tmpl, nodes):
+        self.infos, self.tmpl = infos, tmpl
+        self.alias = {}                 # model operand computed here -> its constant operand
+        self.made = set()               # those constant operands
+        self.outputs = frozenset(model.outputs)
+        self.uses = {}                  # operand -> readers among the operations not folded (yet)
+        for node in nodes:
+            for i in node.ins:
+                self.uses[i] = self.uses.get(i, 0) + 1
+        const = sum(v.nbytes for v in (inf.value for inf in infos) if isinstance(v, np.ndarray))
+        self.budget = max(FOLD_FACTOR * const, FOLD_FLOOR)
+        self.held = 0                   # bytes of folded results still read by an operation
+        self.peak = 0
+        self.folded = []                # the nodes computed here
+        self.by_type = {}
+        self.over = 0                   # operations not folded for the memory bound
+        self.failed = 0                 # ... whose computation failed here (left to execution)
+        self.enabled = True
+
+    def reads_folded(self, node):
+        return any(i in self.made for i in node.ins)
+
+    def try_fold(self, node, kernel, shapes):
+        infos, tmpl = self.infos, self.tmpl
+        if node.name in NEVER_FOLDED or node.op.control:
+            return
+        for i in node.ins:
+            inf = infos[i]
+            if inf.omitted:
+                continue
+            v = tmpl[i]
+            if v is None or inf.type == C.MODEL:
+                return
+            if not node.op.allow_zero_sized and isinstance(v, np.ndarray) and v.ndim and v.size == 0:
+                return                          # fails at execution, as Android's does
+        need = 0
+        for o in node.outs:
+            if o in self.outputs or infos[o].type in C.SCALAR_TYPES or infos[o].type not in C.DTYPES:
+                return
+            shape = shapes.get(o)
+            if shape is None:
+                return
+            nbytes = int(np.prod(shape, dtype=np.int64)) * _itemsize(infos[o])
+            if nbytes == 0:
+                return
+            need += nbytes
+        # folded inputs read by this operation only are released once it is folded
+        freed = sum(tmpl[i].nbytes for i in set(node.ins) if i in self.made and self.uses[i] == node.ins.count(i))
+        if self.held - freed + need > self.budget:
+            self.over += 1
+            return
+        ia = [None if infos[i].omitted else tmpl[i] for i in node.ins]
+        try:
+            oa = [np.empty(shapes[o], infos[o].dtype) for o in node.outs]
+            with np.errstate(all="ignore"):
+                kernel(ia, oa)
+        except Exception:       # NNError, a kernel's failure, memory: the operation runs at execution
+            self.failed += 1
+            return
+        for o, a in zip(node.outs, oa):
+            a.flags.writeable = False
+            k = len(infos)
+            inf = infos[o]
+            infos.append(Info(inf.type, tuple(a.shape), inf.scale, inf.zp, inf.channel, a, False, k))
+            tmpl.append(a)
+            shapes[k] = tuple(a.shape)
+            self.alias[o] = k
+            self.made.add(k)
+            self.uses[k] = self.uses.pop(o, 0)
+        self.held += need
+        self.peak = max(self.peak, self.held)
+        for i in node.ins:                      # folded inputs read by no one else any more
+            if i in self.made:
+                self.uses[i] -= 1
+                if self.uses[i] == 0:
+                    self._release(i)
+        self.folded.append(node)
+        self.by_type[node.name] = self.by_type.get(node.name, 0) + 1
+
+    def _release(self, k):
+        self.held -= self.tmpl[k].nbytes
+        self.tmpl[k] = None
+        inf = self.infos[k]
+        self.infos[k] = Info(inf.type, inf.dims, inf.scale, inf.zp, inf.channel, None, False, k)
+
+    def finish(self, plan, shapes):
+        """Drop the folded operations from the plan; say what was folded (the profile's report,
+        NNAPI_PY_TRACE).  Returns the summary kept as Plan.constant_folds."""
+        if not (self.folded or self.over or self.failed):
+            return None
+        drop = {id(nd) for nd in self.folded}
+        plan.nodes = [nd for nd in plan.nodes if id(nd) not in drop]
+        for nd in self.folded:              # no temporary for what is no longer computed
+            for o in nd.outs:
+                shapes.pop(o, None)
+        summary = {"operations": len(self.folded), "by_type": dict(self.by_type), "bytes": self.held,
+                   "not_folded_memory": self.over, "not_folded_failed": self.failed, "budget": self.budget}
+        if self.folded or self.over:
+            kinds = ", ".join(f"{k} {v}" for k, v in sorted(self.by_type.items(), key=lambda kv: -kv[1]))
+            text = (f"constant folding: {len(self.folded)} operation{'s' if len(self.folded) != 1 else ''} "
+                    f"computed at compilation ({kinds or 'none'}), {self.held / 2 ** 20:.2f} MB kept as constants")
+            if self.over:
+                text += (f"; {self.over} not folded: past the memory bound ({self.budget / 2 ** 20:.1f} MB, "
+                         f"{FOLD_FACTOR}x the model's constants or {FOLD_FLOOR >> 20} MB)")
+            if self.failed:
+                text += f"; {self.failed} left to run (their computation fails: reported at execution)"
+            profile.note(text)
+        return summary
+
+
 class Node:
     __slots__ = ("op", "ins", "outs", "kernel", "cache", "value_ins", "name", "deferred", "fp16", "round_ins",
                  "round_outs")
@@ -165,7 +295,10 @@ class Plan:
             elif model.life[i] == INPUT and inf.known or (inf.type in C.SCALAR_TYPES and model.life[i] == INPUT):
                 shapes[i] = tuple(inf.dims)
         static = not any(node.op.control for node in self.nodes)
+        fold = _ConstantFolds(model, infos, tmpl, self.nodes)
         for node in self.nodes:
+            if fold.alias:                      # inputs computed at compilation: their constants
+                node.ins = tuple([fold.alias.get(i, i) for i in node.ins])
             if node.op.control:
                 continue
             if node.deferred:                   # its outputs stay unknown; every run fails
@@ -179,16 +312,22 @@ class Plan:
                 static = False
                 continue
             ins = [self._info_with(infos[i], shapes.get(i)) for i in node.ins]
+            raw = []
             try:
-                node.kernel = self._prepare(node, ins, infos, shapes)
+                node.kernel = self._prepare(node, ins, infos, shapes, raw)
             except NNError as e:
-                # Android's driver checks these when it prepares the operation, at execution
-                if strict() or e.code not in (C.BAD_DATA, C.OP_FAILED):
+                # Android's driver checks these when it prepares the operation, at execution;
+                # under NNAPI_PY_STRICT=1 at once, except where only a folded value told us
+                # (unfolded, the check would be made at execution: folding changes nothing seen)
+                if strict() and not fold.reads_folded(node) or e.code not in (C.BAD_DATA, C.OP_FAILED):
                     raise
                 self.failure = self.failure or e.reason
                 static = False
             if node.kernel is None:         # a computed size past the limits: fails at execution
                 static = False              # with the reason, where Android fails it
+            elif fold.enabled:
+                fold.try_fold(node, raw[0], shapes)
+        self.constant_folds = fold.finish(self, shapes)
         self.static = static
         self.shapes = shapes
         self.template = tmpl
@@ -240,8 +379,9 @@ class Plan:
         b[key] = bound
 
     @staticmethod
-    def _prepare(node, ins, infos, shapes):
-        """Output shapes (into shapes) and the kernel of a node whose input shapes are known."""
+    def _prepare(node, ins, infos, shapes, raw=None):
+        """Output shapes (into shapes) and the kernel of a node whose input shapes are known
+        (raw: a list that gets the kernel without the profile's timing, for constant folding)."""
         out_dims = [tuple(int(x) for x in d) for d in node.op.infer(ins)]
         if any(size_problem(node.name, o, d, _itemsize(infos[o])) for o, d in zip(node.outs, out_dims)):
             return None
@@ -256,6 +396,8 @@ class Plan:
             shapes[o] = inf.dims
         if node.fp16:
             kernel = _in_fp16(kernel, node.round_ins, node.round_outs)
+        if raw is not None:
+            raw.append(kernel)
         if profile.ENABLED:
             kernel = profile.timed(node.name, kernel, profile.kernel_label(node.name, ins, outs))
         return kernel
