@@ -111,7 +111,8 @@ def assert_all_passed(cmd, rc, stdout, stderr):
 # ---------------------------------------------------------------------------------------
 
 @needs_lib
-@pytest.mark.parametrize("name", ["test_validation", "test_api", "test_threads", "test_first_call", "test_lifetimes"])
+@pytest.mark.parametrize("name", ["test_validation", "test_api", "test_threads", "test_first_call", "test_lifetimes",
+                                  "test_constant_fold"])
 def test_c_program(name):
     exe = compile_ctest(name)
     rc, out, err = run_program([exe])
