@@ -9,6 +9,8 @@ INPUT_SHAPES: the shapes a test or benchmark gives the inputs whose shape signat
 the model file's default shape is not a useful one (melspectrogram's is one sample).
 DOMAIN: what each model does (the README's corpus table and the bench list them).
 QUANTIZED_CNNS, TINY_QUANTIZED: the int8 / uint8 CNNs whose geometric mean the bench compares with LiteRT.
+check_output(), float_weights(): the tolerance, the package's one policy (nnapi_py/tflite/compare.py)
+that `python -m nnapi_py run --compare` states and applies too.
 """
 import glob
 import io
@@ -175,44 +177,25 @@ def models():
     return out
 
 
+# ---- the tolerance: the package's one policy (nnapi_py/tflite/compare.py), as `run --compare` uses it ----
 def float_weights(path, out):
-    """A copy of the model written to `out` whose hybrid weights -- int8 / uint8
-    constants with quantization feeding an operator whose input 0 is float32 (dynamic-range
-    quantization) -- are float32 constants of their dequantized values; None when the model has
-    none.  LiteRT's hybrid kernels quantize the float activations on the fly, NNAPI's DEQUANTIZE
-    + float operation (what the delegate does) does not: the float copy on LiteRT's reference
-    kernels is the exact reference for that."""
-    import flatbuffers
+    """A copy of the model with its hybrid weights dequantized to float32 (None: it has none): the
+    exact reference for a hybrid model (nnapi_py.tflite.compare.float_weights)."""
+    from nnapi_py.tflite import compare
+    return compare.float_weights(path, out)
+
+
+def check_output(name, ours, want, fast=None, scale=0.0, hybrid=None):
+    """The policy's verdicts on one output: [OutputCheck] against LiteRT's reference kernels'
+    `want` (fast: LiteRT's optimized kernels, builtin without XNNPACK, on the same inputs; scale:
+    the output's quantization scale), and for a hybrid model also against `hybrid` (LiteRT on the
+    model itself, want being the reference on its float-weights copy).  A test asserts every
+    .ok with .line() as the message."""
     import numpy as np
-    from ai_edge_litert import schema_py_generated as S
-    m = S.ModelT.InitFromPackedBuf(bytearray(open(path, "rb").read()), 0)
-    changed = False
-    for g in m.subgraphs:
-        for op in g.operators or []:
-            ins = list(op.inputs if op.inputs is not None else [])
-            if not ins or ins[0] < 0 or g.tensors[ins[0]].type != S.TensorType.FLOAT32:
-                continue
-            for k in ins[1:]:
-                t = g.tensors[k] if k >= 0 else None
-                b = m.buffers[t.buffer] if t is not None else None
-                if t is None or t.type not in (S.TensorType.INT8, S.TensorType.UINT8) or b is None or \
-                        b.data is None or not len(b.data) or t.quantization is None or t.quantization.scale is None:
-                    continue
-                q = np.frombuffer(bytes(bytearray(b.data)), np.int8 if t.type == S.TensorType.INT8 else np.uint8)
-                q = q.reshape(tuple(t.shape)).astype(np.float32)
-                scale = np.asarray(t.quantization.scale, np.float32)
-                zp = np.asarray(t.quantization.zeroPoint if t.quantization.zeroPoint is not None else [0], np.float32)
-                if scale.size > 1:              # per channel along quantizedDimension
-                    shape = [1] * q.ndim
-                    shape[t.quantization.quantizedDimension] = -1
-                    scale, zp = scale.reshape(shape), zp.reshape(shape) if zp.size > 1 else zp
-                b.data = np.frombuffer(((q - zp) * scale).astype(np.float32).tobytes(), np.uint8)
-                t.type, t.quantization = S.TensorType.FLOAT32, None
-                changed = True
-    if not changed:
-        return None
-    builder = flatbuffers.Builder(1024)
-    builder.Finish(m.Pack(builder), b"TFL3")
-    with open(out, "wb") as f:
-        f.write(builder.Output())
-    return out
+    from nnapi_py.tflite import compare
+    checks = [compare.check_output(name, ours, want, fast, scale)]
+    if hybrid is not None and np.asarray(want).dtype.kind == "f":
+        checks.append(compare.check_output(name, ours, hybrid, rtol=compare.HYBRID_RTOL,
+                                           reference="LiteRT kernels on the hybrid model itself"))
+    return checks
+
