@@ -130,14 +130,49 @@ class _ConstantFolds:
         self.over = 0                   # operations not folded for the memory bound
         self.failed = 0                 # ... whose computation failed here (left to execution)
         self.enabled = True
+        self.tried = set()
+
+    def early(self, plan):
+        """Fold what the model's constants alone determine, before the plan's other folds look
+        at values (a 1x1 convolution absorbs a bias only when its filter is known: a hybrid
+        model's filters are DEQUANTIZE results).  Operations on float16 partitions wait for the
+        shape pass (their constants are rounded first); what fails to prepare here is left to it."""
+        infos = self.infos
+        shapes = {}
+        for node in plan.nodes:
+            if self.alias:
+                node.ins = tuple([self.alias.get(i, i) for i in node.ins])
+            if node.fp16 or node.deferred or node.op.control or node.name in NEVER_FOLDED:
+                continue
+            ins = []
+            for i in node.ins:
+                inf = infos[i]
+                if inf.omitted:
+                    ins.append(inf)
+                    continue
+                if inf.value is None or inf.type == C.MODEL:
+                    break
+                ins.append(plan._info_with(inf, () if inf.type in C.SCALAR_TYPES else tuple(np.shape(inf.value))))
+            else:
+                raw = []
+                try:
+                    kernel = plan._prepare(node, ins, infos, shapes, raw)
+                except NNError:         # the shape pass says it where Android does
+                    continue
+                if kernel is not None:
+                    self.try_fold(node, raw[0], shapes)
+        if self.folded:
+            drop = {id(nd) for nd in self.folded}
+            plan.nodes = [nd for nd in plan.nodes if id(nd) not in drop]
 
     def reads_folded(self, node):
         return any(i in self.made for i in node.ins)
 
     def try_fold(self, node, kernel, shapes):
         infos, tmpl = self.infos, self.tmpl
-        if node.name in NEVER_FOLDED or node.op.control:
+        if node.name in NEVER_FOLDED or node.op.control or id(node) in self.tried:
             return
+        self.tried.add(id(node))            # once: the shape pass does not try again what early() did
         for i in node.ins:
             inf = infos[i]
             if inf.omitted:
@@ -203,7 +238,8 @@ class _ConstantFolds:
         if not (self.folded or self.over or self.failed):
             return None
         drop = {id(nd) for nd in self.folded}
-        plan.nodes = [nd for nd in plan.nodes if id(nd) not in drop]
+        if any(id(nd) in drop for nd in plan.nodes):
+            plan.nodes = [nd for nd in plan.nodes if id(nd) not in drop]
         for nd in self.folded:              # no temporary for what is no longer computed
             for o in nd.outs:
                 shapes.pop(o, None)
@@ -280,6 +316,8 @@ class Plan:
                     self.required_inputs.setdefault(pos[i], f"{node.name} input {k}")
         self.folded = self._fold_activations(model, infos, tmpl)
         self.requantized = self._fold_requantize(model, infos)
+        fold = _ConstantFolds(model, infos, tmpl, self.nodes)
+        fold.early(self)                # before the bias folding, which needs the constants' values
         self.biases_passed_on = self._fold_biases(model, infos, tmpl)
         if self.fp16:
             self._round_to_fp16(infos, tmpl)
@@ -292,10 +330,9 @@ class Plan:
             inf = infos[i]
             if inf.value is not None:
                 shapes[i] = tuple(np.shape(inf.value)) if inf.type not in C.SCALAR_TYPES else ()
-            elif model.life[i] == INPUT and inf.known or (inf.type in C.SCALAR_TYPES and model.life[i] == INPUT):
+            elif i < n and model.life[i] == INPUT and (inf.known or inf.type in C.SCALAR_TYPES):
                 shapes[i] = tuple(inf.dims)
         static = not any(node.op.control for node in self.nodes)
-        fold = _ConstantFolds(model, infos, tmpl, self.nodes)
         for node in self.nodes:
             if fold.alias:                      # inputs computed at compilation: their constants
                 node.ins = tuple([fold.alias.get(i, i) for i in node.ins])

@@ -199,3 +199,81 @@ def check_output(name, ours, want, fast=None, scale=0.0, hybrid=None):
                                            reference="LiteRT kernels on the hybrid model itself"))
     return checks
 
+
+
+# ---- derived: a hybrid ("dynamic range") model made from a float one (issue 41) ------------------------
+# TFLite's converter with Optimize.DEFAULT and no representative data quantizes the weights of CONV_2D,
+# DEPTHWISE_CONV_2D and FULLY_CONNECTED of at least 1024 elements to int8 (symmetric: per output channel for
+# the convolutions, per tensor for FULLY_CONNECTED) and keeps float activations: LiteRT runs hybrid kernels,
+# TFLite's NNAPI delegate gives NNAPI DEQUANTIZE of the constant + the float operation.  No package we fetch
+# ships such a model of ~200 layers, so the corpus makes one the same way from a float model it has.
+HYBRID = {"iris_landmark_hybrid": "iris_landmark"}        # derived name -> float corpus model
+DOMAIN.update({"iris_landmark_hybrid": "iris landmarks with int8 weights, float activations (dynamic-range "
+                                       "quantized from iris_landmark, as TFLite's converter does): 170 operators"})
+MIN_WEIGHT_ELEMENTS = 1024      # the converter's default (weights_min_num_elements)
+
+
+def dynamic_range(path, out):
+    """Write to `out` the model at `path` with its weights dynamic-range quantized as above; returns
+    how many weight tensors were quantized."""
+    import flatbuffers
+    import numpy as np
+    from ai_edge_litert import schema_py_generated as S
+    m = S.ModelT.InitFromPackedBuf(bytearray(open(path, "rb").read()), 0)
+    n = 0
+    for g in m.subgraphs:
+        readers = {}
+        for op in g.operators or []:
+            for k in op.inputs if op.inputs is not None else []:
+                readers[k] = readers.get(k, 0) + 1
+        for op in g.operators or []:
+            code = m.operatorCodes[op.opcodeIndex]
+            builtin = max(code.builtinCode, code.deprecatedBuiltinCode)
+            axis = {S.BuiltinOperator.CONV_2D: 0, S.BuiltinOperator.DEPTHWISE_CONV_2D: 3,
+                    S.BuiltinOperator.FULLY_CONNECTED: None}.get(builtin, -1)
+            if axis == -1 or op.inputs is None or len(op.inputs) < 2 or op.inputs[1] < 0:
+                continue
+            x, t = g.tensors[op.inputs[0]], g.tensors[op.inputs[1]]
+            b = m.buffers[t.buffer]
+            if x.type != S.TensorType.FLOAT32 or t.type != S.TensorType.FLOAT32 or b.data is None or \
+                    readers.get(op.inputs[1]) != 1 or int(np.prod(t.shape)) < MIN_WEIGHT_ELEMENTS:
+                continue
+            w = np.frombuffer(bytes(bytearray(b.data)), np.float32).reshape(tuple(t.shape))
+            if axis is None:
+                scale = np.array([max(float(np.abs(w).max()), 1e-30) / 127], np.float32)
+                q = np.clip(np.round(w / scale[0]), -127, 127)
+            else:
+                red = tuple(d for d in range(w.ndim) if d != axis)
+                scale = (np.maximum(np.abs(w).max(axis=red), 1e-30) / 127).astype(np.float32)
+                shape = [1] * w.ndim
+                shape[axis] = -1
+                q = np.clip(np.round(w / scale.reshape(shape)), -127, 127)
+            b.data = np.frombuffer(q.astype(np.int8).tobytes(), np.uint8)
+            t.type = S.TensorType.INT8
+            t.quantization = S.QuantizationParametersT()
+            t.quantization.scale = [float(s) for s in scale]
+            t.quantization.zeroPoint = [0] * len(scale)
+            t.quantization.quantizedDimension = 0 if axis is None else axis
+            n += 1
+    builder = flatbuffers.Builder(1024)
+    builder.Finish(m.Pack(builder), b"TFL3")
+    with open(out + ".part", "wb") as f:
+        f.write(builder.Output())
+    os.replace(out + ".part", out)
+    return n
+
+
+_packaged_models = models
+
+
+def models():
+    """{model name: .tflite path}: the packages' models, and the HYBRID models made from them."""
+    out = _packaged_models()
+    for name, src in HYBRID.items():
+        if src in out:
+            dst = os.path.join(CACHE, "models", "derived", name + ".tflite")
+            if not os.path.exists(dst) or os.path.getmtime(dst) < os.path.getmtime(out[src]):
+                os.makedirs(os.path.dirname(dst), exist_ok=True)
+                dynamic_range(out[src], dst)
+            out[name] = dst
+    return out
