@@ -52,8 +52,7 @@ DELEGATE_MAX_VERSION = {
 }
 
 
-class Unmapped(Exception):
-    """This node cannot be lowered (the message is the reason)."""
+from .reader import MissingOperand, Unmapped  # noqa: E402,F401 (Unmapped: this node cannot be lowered)
 
 
 # -- the registry -------------------------------------------------------------------------------------

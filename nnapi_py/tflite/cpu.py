@@ -128,6 +128,10 @@ def stateful(buf: bytes, ops: Sequence[int], subgraph: int = 0) -> bool:
     return False
 
 
+class CpuRunError(RuntimeError):
+    """LiteRT failed while running a CPU partition (the message names its operators and LiteRT's reason)."""
+
+
 class CpuPartition:
     """Operators `ops` of the model in `buf` run by LiteRT's builtin (non-XNNPACK) kernels."""
 
@@ -199,7 +203,11 @@ class CpuPartition:
         return np.frombuffer((ctypes.c_char * n).from_address(addr), dtype).reshape(shape)
 
     def invoke(self) -> None:
-        self.it.invoke()
+        try:
+            self.it.invoke()
+        except RuntimeError as e:           # a kernel refused its inputs (e.g. a slice out of range)
+            raise CpuRunError(f"TFLite's CPU kernels (LiteRT) failed on operator(s) {', '.join(map(str, self.ops))}: "
+                              f"{' '.join(str(e).split())}") from None
 
     def moved(self) -> bool:
         """True when a buffer handed out by raw() is no longer where LiteRT keeps the tensor."""

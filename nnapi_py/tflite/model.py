@@ -8,7 +8,6 @@ from __future__ import annotations
 import importlib
 import os
 import pkgutil
-import re
 import threading
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence
@@ -20,40 +19,7 @@ from ..devices import parse_level
 from . import cpu, shapes, inout, partition
 from .base import Ctx, Unmapped, decide
 from .fold import FOLDS
-from .reader import DTYPES, Reader
-
-
-class LoadError(Exception):
-    """The model cannot be mapped: `unmapped` lists (operator index, builtin, reason).  The message
-    lists the causes first; operators that fail only because an input was never produced (a
-    consequence of an earlier failure) are counted in one line after them."""
-    exit_code = 1                       # python -m nnapi_py: the model cannot run
-    multiline = True                    # its lines are the list of causes
-
-    def __init__(self, path, unmapped, hint=""):
-        self.unmapped = unmapped
-        causes = [u for u in unmapped if not _CONSEQUENCE.search(u[2])]
-        after = [u for u in unmapped if _CONSEQUENCE.search(u[2])]
-        lines = [f"  operator {k}: {name}: {why}" for k, name, why in causes]
-        if after:
-            lines.append(f"  and {len(after)} operator(s) after them that only lack an input those did not produce "
-                         f"(operators {_ranges([k for k, _, _ in after])})")
-        super().__init__(f"{os.path.basename(path)}: {len(causes) or len(unmapped)} operator(s) cannot run through "
-                         f"NNAPI:\n" + "\n".join(lines) + (f"\n{hint}" if hint else ""))
-
-
-_CONSEQUENCE = re.compile(r"is used before any operator produces it")
-
-
-def _ranges(ks):
-    """'3-7, 9, 12-14' for sorted operator indices."""
-    out, ks = [], sorted(ks)
-    for k in ks:
-        if out and k == out[-1][1] + 1:
-            out[-1][1] = k
-        else:
-            out.append([k, k])
-    return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in out)
+from .reader import DTYPES, LoadError, Reader
 
 
 @dataclass
@@ -304,10 +270,11 @@ class TfliteModel:
             for i in outs:
                 name = self.tensors[i].name if self.tensors[i].name not in names else f"{self.tensors[i].name}#{i}"
                 names.add(name)
-                model.output(ctx.operand(i), name)
+                model.output(_distinct(ctx, model, ctx.operand(i), self.tensors[i]), name)
             new_out = [v for v in ctx.state_out if v not in state_out]
             for v in new_out:
-                model.output(ctx.operand(ctx.state_out[v]), "state:" + v)
+                k = ctx.state_out[v]
+                model.output(_distinct(ctx, model, ctx.operand(k), self.tensors[k]), "state:" + v)
             if not whole and not model.operations:      # only bookkeeping (variables, folds): no NNAPI model
                 raise _Failed(p.nodes, "no NNAPI operation in its partition: runs with its neighbours on the CPU")
             comp = model.compile(**compile_options)
@@ -426,6 +393,19 @@ class TfliteModel:
         nnapi_py does: partitions, per operator the NNAPI operation(s) or why it stays on the CPU."""
         from .report import render
         return render(self)
+
+
+def _distinct(ctx, model, operand, t):
+    """`operand` as a new output of `model`: NNAPI lists an operand once among a model's inputs and
+    outputs, so one that already is an input or an output (a variable read handed on unchanged, a
+    tensor both a partition output and a state output) is first copied (RESHAPE to its own shape;
+    LOGICAL_OR with itself for a BOOL8)."""
+    if not any(o is operand for o in model.inputs + model.outputs):
+        return operand
+    shape = tuple(operand.dims or t.shape) or (1,)
+    if t.dtype == np.bool_:
+        return ctx.op("LOGICAL_OR", operand, operand, outputs=[(operand.type, shape)])
+    return ctx.op("RESHAPE", operand, ctx.ivec(shape), outputs=[(operand.type, shape)])
 
 
 class _Failed(Exception):

@@ -4,9 +4,13 @@ here once: tensors (type, shape, quantization, constant value, sparsity), operat
 name, op version, inputs, outputs, options table, custom options), subgraph inputs / outputs."""
 from __future__ import annotations
 
+import os
+import re
 from typing import List, Optional
 
 import numpy as np
+
+from . import verify
 
 # TensorType -> numpy dtype (COMPLEX64 and the like stay None: no NNAPI operand type)
 DTYPES = {0: np.float32, 1: np.float16, 2: np.int32, 3: np.uint8, 4: np.int64, 6: np.bool_, 9: np.int8,
@@ -32,22 +36,58 @@ class Tensor:
         self.sparsity, self.variable = sparsity, variable
 
 
+class Unmapped(Exception):
+    """This node cannot be lowered (the message is the reason).  base.Unmapped is this class."""
+
+
+class MissingOperand(Unmapped, IndexError):
+    """An operator has fewer inputs / outputs than its operation takes (a damaged or odd file)."""
+
+
+class Operands(list):
+    """An operator's input or output tensor indices; reading one past the end is MissingOperand
+    naming the operator, so a mapping never fails with a bare IndexError on such a file."""
+    __slots__ = ("what",)
+
+    def __getitem__(self, k):
+        if isinstance(k, int) and not -len(self) <= k < len(self):
+            raise MissingOperand(f"{self.what} {k} is missing (the operator has {len(self)})")
+        return list.__getitem__(self, k)
+
+
+def _operands(values, what):
+    out = Operands(values)
+    out.what = what
+    return out
+
+
+# an options table with no fields: every accessor of tflite.<X>Options gives its default
+_EMPTY_TABLE = (bytearray(b"\x04\x00\x04\x00\x04\x00\x00\x00"), 4)
+
+
 class Node:
     """One operator: name is the builtin's name (CUSTOM_<code> for a custom operator)."""
     __slots__ = ("index", "name", "version", "ins", "outs", "_op", "custom_options", "subgraph")
 
     def __init__(self, index, name, version, ins, outs, op, custom_options=b"", subgraph=0):
-        self.index, self.name, self.version, self.ins, self.outs = index, name, version, ins, outs
+        self.index, self.name, self.version = index, name, version
+        self.ins, self.outs = _operands(ins, "input"), _operands(outs, "output")
         self._op, self.custom_options, self.subgraph = op, custom_options, subgraph
 
     def options(self, cls_name: str):
-        """The operator's builtin options table decoded as tflite.<cls_name>, or None."""
+        """The operator's builtin options table decoded as tflite.<cls_name>: the file's when its
+        options are of that type, else one with every field at its default (as TFLite reads an
+        operator whose options are absent or of another type); None for an operator without a
+        flatbuffer (one the importer made)."""
         import tflite
-        table = self._op.BuiltinOptions() if self._op is not None else None
-        if table is None:
+        if self._op is None:
             return None
         opt = getattr(tflite, cls_name)()
-        opt.Init(table.Bytes, table.Pos)
+        table = self._op.BuiltinOptions()
+        if table is None or self._op.BuiltinOptionsType() != getattr(tflite.BuiltinOptions, cls_name, -1):
+            opt.Init(*_EMPTY_TABLE)
+        else:
+            opt.Init(table.Bytes, table.Pos)
         return opt
 
     def __repr__(self):
@@ -67,15 +107,69 @@ class Graph:
         g = reader.model.Subgraphs(index)
         self._g = g
         self.name = (g.Name() or b"").decode(errors="replace")
-        self.tensors: List[Tensor] = [reader.tensor(g, k) for k in range(g.TensorsLength())]
-        self.inputs = [int(i) for i in g.InputsAsNumpy()] if g.InputsLength() else []
-        self.outputs = [int(i) for i in g.OutputsAsNumpy()] if g.OutputsLength() else []
-        self.nodes: List[Node] = [reader.node(g.Operators(k), k, index) for k in range(g.OperatorsLength())]
+        self.tensors: List[Tensor] = [reader.tensor(g, k, index) for k in range(g.TensorsLength())]
+        reader._graph_tensors[index] = self.tensors
+        n = len(self.tensors)
+        self.inputs = g.InputsAsNumpy().tolist() if g.InputsLength() else []
+        self.outputs = g.OutputsAsNumpy().tolist() if g.OutputsLength() else []
+        for what, vec in (("input", self.inputs), ("output", self.outputs)):
+            bad = [i for i in vec if not 0 <= i < n]
+            if bad:
+                raise verify.Invalid(f"subgraph {index}: {what} tensor {bad[0]} is not one of its {n} tensors")
+            twice = sorted({i for i in vec if vec.count(i) > 1})
+            if twice:
+                raise verify.Invalid(f"subgraph {index}: tensor {twice[0]} is listed twice among its {what}s")
+        written = {}
+        self.nodes: List[Node] = [reader.node(g.Operators(k), k, index, written)
+                                  for k in range(g.OperatorsLength())]
 
 
-class NotATflite(ValueError):
-    """The file given is not a TensorFlow Lite flatbuffer (python -m nnapi_py: exit 2)."""
-    exit_code = 2
+class LoadError(Exception):
+    """The model cannot be loaded.  Two kinds (python -m nnapi_py prints either as its error):
+
+    * LoadError(path, unmapped, hint): operators that cannot run -- `unmapped` lists (operator
+      index, builtin, reason); the message lists the causes first, operators that fail only because
+      an input was never produced (a consequence of an earlier failure) counted in one line after
+      them.  Exit code 1 (the model cannot run here).
+    * LoadError.invalid_file(path, what): the file is not a valid .tflite model (damaged, truncated, not
+      a TFLite flatbuffer): one line "<file>: not a valid .tflite file: <what>", `what` naming the
+      table, field or offset at fault.  Exit code 2 (the file given is wrong); `invalid` holds what."""
+    exit_code = 1                       # python -m nnapi_py: the model cannot run
+    multiline = True                    # its lines are the list of causes
+    invalid = None                      # what is wrong with the file (LoadError.invalid)
+
+    def __init__(self, path, unmapped, hint=""):
+        self.unmapped = unmapped
+        causes = [u for u in unmapped if not _CONSEQUENCE.search(u[2])]
+        after = [u for u in unmapped if _CONSEQUENCE.search(u[2])]
+        lines = [f"  operator {k}: {name}: {why}" for k, name, why in causes]
+        if after:
+            lines.append(f"  and {len(after)} operator(s) after them that only lack an input those did not produce "
+                         f"(operators {_ranges([k for k, _, _ in after])})")
+        super().__init__(f"{os.path.basename(path)}: {len(causes) or len(unmapped)} operator(s) cannot run through "
+                         f"NNAPI:\n" + "\n".join(lines) + (f"\n{hint}" if hint else ""))
+
+    @classmethod
+    def invalid_file(cls, path, what):
+        """The file is not a valid .tflite model: `what` says where and why (one line, exit code 2)."""
+        e = cls.__new__(cls)
+        Exception.__init__(e, f"{os.path.basename(path)}: not a valid .tflite file: {what}")
+        e.unmapped, e.invalid, e.exit_code, e.multiline = [], what, 2, False
+        return e
+
+
+_CONSEQUENCE = re.compile(r"is used before any operator produces it")
+
+
+def _ranges(ks):
+    """'3-7, 9, 12-14' for sorted operator indices."""
+    out, ks = [], sorted(ks)
+    for k in ks:
+        if out and k == out[-1][1] + 1:
+            out[-1][1] = k
+        else:
+            out.append([k, k])
+    return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in out)
 
 
 class Reader:
@@ -85,13 +179,27 @@ class Reader:
         from .. import require
         tflite = require("tflite", "tflite", "the .tflite importer (its flatbuffer parser)")
         self.path = path
-        self.buf = open(path, "rb").read()
+        with open(path, "rb") as f:
+            self.buf = f.read()
         if len(self.buf) < 8 or self.buf[4:8] != b"TFL3":
-            raise NotATflite(f"{path} is not a .tflite model: it lacks the TFL3 flatbuffer identifier (bytes 4-7 "
-                             f"{self.buf[4:8]!r}); give a TensorFlow Lite model file")
-        self.model = tflite.Model.GetRootAsModel(self.buf, 0)
-        self._names = builtin_names()
-        self._graphs = {}
+            raise LoadError.invalid_file(path, f"bytes 4-7 are {self.buf[4:8]!r}, not the TFL3 flatbuffer identifier: "
+                                               f"this is not a .tflite model; give a TensorFlow Lite model file")
+        try:
+            verify.structure(self.buf)      # every offset, vtable, vector and string inside the file
+            # a scalar field of a table the schema lists only as scalars is read from a padded copy: no read
+            # runs past the end even where the field is wider than the bytes left
+            self.model = tflite.Model.GetRootAsModel(self.buf + bytes(8), 0)
+            verify.model(self.model, len(self.buf))    # subgraphs, buffers, operator codes
+            self._names = builtin_names()
+            self._n_buffers, self._n_codes = self.model.BuffersLength(), self.model.OperatorCodesLength()
+            self._graph_tensors = {}        # subgraph -> its tensors (while it is read)
+            self._calls = {}                # subgraph -> the subgraphs its IF / WHILE / CALL_ONCE call
+            # every subgraph decoded now, each tensor and operator checked as it is read (indices, enums,
+            # shapes, buffer sizes, quantization, sparsity), then the calls between subgraphs
+            self._graphs = {k: Graph(self, k) for k in range(self.model.SubgraphsLength())}
+            verify.calls(self._calls)
+        except verify.Invalid as e:
+            raise LoadError.invalid_file(path, str(e)) from None
 
     @property
     def n_graphs(self):
@@ -102,30 +210,32 @@ class Reader:
             self._graphs[k] = Graph(self, k)
         return self._graphs[k]
 
-    def tensor(self, g, k) -> Tensor:
+    def tensor(self, g, k, s=0) -> Tensor:
         t = g.Tensors(k)
-        dtype = DTYPES.get(t.Type())
-        shape = tuple(int(d) for d in t.ShapeAsNumpy()) if t.ShapeLength() else ()
-        sig = tuple(int(d) for d in t.ShapeSignatureAsNumpy()) if t.ShapeSignatureLength() else shape
+        raw_name, typ, shape, sig, quant, data, b, sp = verify.tensor(self.model, t, k, s, self._n_buffers)
+        dtype = DTYPES.get(typ)
+        shape = tuple(shape)
+        sig = tuple(sig) if sig is not None else shape
         value = None
-        b = self.model.Buffers(t.Buffer())
-        if b is not None and b.DataLength() and dtype is not None:
-            value = np.frombuffer(b.DataAsNumpy().tobytes(), dtype)
-            if t.Sparsity() is None:          # a sparse tensor's buffer holds only its stored values
+        if data is not None and dtype is not None:
+            value = np.frombuffer(data.tobytes(), dtype)
+            if sp is None:                    # a sparse tensor's buffer holds only its stored values
                 value = value.reshape(shape)
         elif b is not None and dtype is not None and 0 in shape and not t.IsVariable() and _is_constant(b):
             value = np.zeros(shape, dtype)    # a zero-sized constant: no bytes to store
         scale, zp, scales, qdim = 0.0, 0, None, 0
-        q = t.Quantization()
-        if q is not None and q.ScaleLength():
-            scale, zp = float(q.Scale(0)), int(q.ZeroPoint(0)) if q.ZeroPointLength() else 0
-            if q.ScaleLength() > 1:
-                scales, qdim = [float(s) for s in q.ScaleAsNumpy()], int(q.QuantizedDimension())
-        name = t.Name().decode(errors="replace") if t.Name() else f"t{k}"
-        return Tensor(k, name, dtype, shape, scale, zp, value, scales, qdim, TYPE_NAMES.get(t.Type(), str(t.Type())),
-                      sig, sparsity(t.Sparsity()), bool(t.IsVariable()))
+        if quant is not None:
+            q_scales, q_zps, q_dim = quant
+            scale, zp = float(q_scales[0]), int(q_zps[0])
+            if len(q_scales) > 1:
+                scales, qdim = [float(x) for x in q_scales], int(q_dim)
+        name = raw_name.decode(errors="replace") if raw_name else f"t{k}"
+        return Tensor(k, name, dtype, shape, scale, zp, value, scales, qdim, TYPE_NAMES.get(typ, str(typ)),
+                      sig, sparsity(sp), bool(t.IsVariable()))
 
-    def node(self, op, k, graph=0) -> Node:
+    def node(self, op, k, graph=0, written=None) -> Node:
+        ins, outs = verify.operator(self.model, op, k, graph, len(self._graph_tensors[graph]),
+                                    {} if written is None else written, self._calls, len(self.buf), self._n_codes)
         code = self.model.OperatorCodes(op.OpcodeIndex())
         b = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
         name = self._names.get(b, str(b))
@@ -134,8 +244,6 @@ class Reader:
             c = code.CustomCode()
             name = "CUSTOM_" + (c.decode(errors="replace") if c else "?")
             custom = op.CustomOptionsAsNumpy().tobytes() if op.CustomOptionsLength() else b""
-        ins = [int(i) for i in op.InputsAsNumpy()] if op.InputsLength() else []
-        outs = [int(i) for i in op.OutputsAsNumpy()] if op.OutputsLength() else []
         return Node(k, name, int(code.Version() or 1), ins, outs, op, custom, graph)
 
 
