@@ -147,16 +147,15 @@ class Model:
         return inf
 
     def check_operation_counts(self, code, nin, nout):
-        """Before an operation's operand lists are read: their lengths against the operation's
-        signatures, so a list of millions of entries costs nothing (docs/decisions.md)."""
+        """Before an operation's operand lists are read: the operation code (Android's first check:
+        an unknown code is the error reported, whatever the lists hold), then their lengths against
+        the most this implementation allows, so a list of millions of entries costs nothing
+        (docs/decisions.md)."""
         self._mutable()
-        op = registry.OPS.get(code)          # an unknown or unsupported code: add_operation says so
-        name = registry.op_name(code)
-        for kind, n, most in (("inputs", nin, op and op.max_inputs), ("outputs", nout, op and op.max_outputs)):
-            if most is not None and n > most:
-                raise bad_data(f"{name}: {n} {kind}, more than any signature of the operation has")
+        op = registry.lookup(code)          # Android's first check: an unknown code is the error
+        for kind, n in (("inputs", nin), ("outputs", nout)):
             if n > C.MAX_OPERATION_OPERANDS:
-                raise bad_data(f"{name}: {n} {kind}, more than this implementation allows in one operation "
+                raise bad_data(f"{op.name}: {n} {kind}, more than this implementation allows in one operation "
                                f"({C.MAX_OPERATION_OPERANDS})")
 
     def check_io_counts(self, nin, nout):
@@ -169,13 +168,18 @@ class Model:
 
     def add_operation(self, code, ins, outs):
         self._mutable()
+        op = registry.lookup(code)
         n = len(self.types)
-        for kind, lst in (("input", ins), ("output", outs)):
+        for kind, lst in (("input", ins), ("output", outs)):      # Android: the indices, then the signature
             for k, i in enumerate(lst):
                 if not 0 <= i < n:
-                    raise bad_data(f"operation {registry.op_name(code)}: {kind} {k} refers to operand {i}, "
+                    raise bad_data(f"{op.name}: {kind} {k} refers to operand {i}, "
                                    f"which is out of range (model has {n} operands)")
-        op = registry.lookup(code)
+        sig = registry.OPS.get(code)        # (OEM_OPERATION takes any operands)
+        for kind, n_, most in (("inputs", len(ins), sig and sig.max_inputs), ("outputs", len(outs),
+                                                                             sig and sig.max_outputs)):
+            if most is not None and n_ > most:
+                raise bad_data(f"{op.name}: {n_} {kind}, more than any signature of the operation has")
         # a MODEL operand shows its referenced model, so IF / WHILE are checked against it here
         # as Android 14 does; other constants are seen only at finish
         level, deferred = check_operation(op, [self.info(i, self.life[i] == SUBGRAPH) for i in ins],

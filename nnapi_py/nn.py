@@ -117,28 +117,51 @@ scalar_float32, scalar_float16 = OperandType(C.FLOAT32), OperandType(C.FLOAT16)
 scalar_int32, scalar_bool = OperandType(C.INT32), OperandType(C.BOOL)
 
 
+def _scale(v: Any, what: str) -> float:
+    """A quantization scale: a real number (its range -- positive, finite -- is the library's
+    check, with Android's reason)."""
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{_said(what, v)}: expected a number (a positive float)")
+    return float(v)
+
+
+def _zero_point(v: Any, what: str) -> int:
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+        if isinstance(v, (float, np.floating)) and float(v).is_integer():
+            return int(v)
+        raise TypeError(f"{_said(what, v)}: expected an integer")
+    return int(v)
+
+
 def quant8_asymm(scale: float, zero_point: int) -> OperandType:
-    return OperandType(C.TENSOR_QUANT8_ASYMM, float(scale), int(zero_point))
+    return OperandType(C.TENSOR_QUANT8_ASYMM, _scale(scale, "quant8_asymm(scale"),
+                       _zero_point(zero_point, "quant8_asymm(zero_point"))
 
 
 def quant8_asymm_signed(scale: float, zero_point: int) -> OperandType:
-    return OperandType(C.TENSOR_QUANT8_ASYMM_SIGNED, float(scale), int(zero_point))
+    return OperandType(C.TENSOR_QUANT8_ASYMM_SIGNED, _scale(scale, "quant8_asymm_signed(scale"),
+                       _zero_point(zero_point, "quant8_asymm_signed(zero_point"))
 
 
 def quant8_symm(scale: float) -> OperandType:
-    return OperandType(C.TENSOR_QUANT8_SYMM, float(scale), 0)
+    return OperandType(C.TENSOR_QUANT8_SYMM, _scale(scale, "quant8_symm(scale"), 0)
 
 
 def quant16_symm(scale: float) -> OperandType:
-    return OperandType(C.TENSOR_QUANT16_SYMM, float(scale), 0)
+    return OperandType(C.TENSOR_QUANT16_SYMM, _scale(scale, "quant16_symm(scale"), 0)
 
 
 def quant16_asymm(scale: float, zero_point: int) -> OperandType:
-    return OperandType(C.TENSOR_QUANT16_ASYMM, float(scale), int(zero_point))
+    return OperandType(C.TENSOR_QUANT16_ASYMM, _scale(scale, "quant16_asymm(scale"),
+                       _zero_point(zero_point, "quant16_asymm(zero_point"))
 
 
 def quant8_symm_per_channel(scales: Sequence[float], channel_dim: int = 0) -> OperandType:
-    return OperandType(C.TENSOR_QUANT8_SYMM_PER_CHANNEL, 0.0, 0, tuple(float(s) for s in scales), channel_dim)
+    if isinstance(scales, (str, bytes)) or not isinstance(scales, (Sequence, np.ndarray)):
+        raise TypeError(f"quant8_symm_per_channel(scales={scales!r}): expected a sequence of numbers, one per channel")
+    return OperandType(C.TENSOR_QUANT8_SYMM_PER_CHANNEL, 0.0, 0,
+                       tuple(_scale(s, "quant8_symm_per_channel(scales[...]") for s in scales),
+                       _as_int(channel_dim, "quant8_symm_per_channel(channel_dim", 0, 0xFFFFFFFF))
 
 
 _DTYPE_TYPES = {np.dtype(np.float32): float32, np.dtype(np.float16): float16, np.dtype(np.int32): int32,
@@ -146,6 +169,8 @@ _DTYPE_TYPES = {np.dtype(np.float32): float32, np.dtype(np.float16): float16, np
 _PREFERENCES = {"low_power": C.PREFER_LOW_POWER, "fast_single_answer": C.PREFER_FAST_SINGLE_ANSWER,
                 "sustained_speed": C.PREFER_SUSTAINED_SPEED}
 _PRIORITIES = {"low": 90, "medium": 100, "high": 110}
+_MODES = ("sync", "async", "burst")
+_DURATIONS = {"on_hardware": 0, "in_driver": 1, "fenced_on_hardware": 2, "fenced_in_driver": 3}
 
 # output types that differ from "the type and quantization of the first tensor input"
 _BOOL_OUT = {"EQUAL", "NOT_EQUAL", "GREATER", "GREATER_EQUAL", "LESS", "LESS_EQUAL", "LOGICAL_AND",
@@ -167,15 +192,18 @@ _OPERAND_TYPES: Dict[tuple, tuple] = {}
 
 
 def _as_dtype(value: Any, dtype: np.dtype, what: str) -> np.ndarray:
-    """value as an array of dtype, refusing a conversion that loses values.  Allowed: what numpy
-    calls a "same_kind" cast (bool -> integer -> float, a narrower type within a kind) when no
-    value overflows (no finite float becomes inf), and integer -> integer of either signedness
-    when every value fits (a Python list of ints is int64).  Refused: float -> integer, a value
-    out of range, anything else numpy would not cast "same_kind" (complex, strings, objects)."""
+    """value as an array of dtype, refusing a conversion that changes what a value means.
+    Allowed: bool -> integer -> float and a narrower float (float64 -> float32 / float16: values
+    rounded to the nearest, as numpy's "same_kind" casts) when no finite value becomes inf, an
+    integer -> float where every value is exact in the float type (|v| <= 2**24 for float32),
+    and integer -> integer of either signedness when every value fits (a Python list of ints is
+    int64, of floats float64).  Refused, a ValueError naming both dtypes (or the value): float ->
+    integer or bool, a value out of range or inexact, complex, strings, objects."""
     dtype = np.dtype(dtype)
     if type(value) in (int, float):     # a Python scalar (every scalar operand): its bounds
         fast = _SCALAR_RANGES.get(dtype)  # checked directly (the general path below: ~6 us)
-        if fast is not None and (type(value) is int or dtype.kind == "f") and \
+        if fast is not None and ((dtype.kind != "f" or -2048 <= value <= 2048) if type(value) is int
+                                 else dtype.kind == "f") and \
                 (fast[0] <= value <= fast[1] or value != value or (dtype.kind == "f" and math.isinf(value))):
             return np.array(value, dtype)
     a = value if isinstance(value, np.ndarray) else np.asarray(value)
@@ -189,14 +217,26 @@ def _as_dtype(value: Any, dtype: np.dtype, what: str) -> np.ndarray:
                 raise ValueError(f"{what}: {bad} does not fit {dtype} ({info.min}..{info.max})")
         return a.astype(dtype)
     if not np.can_cast(a.dtype, dtype, casting="same_kind"):
-        raise ValueError(f"{what}: {a.dtype} values do not convert to {dtype} without loss (allowed: numpy's "
-                         f"\"same_kind\" casts, e.g. int -> float, float64 -> float32); convert them yourself, "
-                         f"e.g. np.round(x).astype(np.{dtype})")
+        how = f"np.round(x).astype(np.{dtype})" if a.dtype.kind == "f" and dtype.kind in "iub" else \
+            f"x.astype(np.{dtype}) where that is meant"
+        raise ValueError(f"{what}: {a.dtype} values do not convert to {dtype} without loss (converted: bool -> "
+                         f"integer -> float where exact, a narrower float, integers that fit); convert them "
+                         f"yourself, e.g. {how}")
     try:
         with np.errstate(over="raise", invalid="raise"):
-            return a.astype(dtype)
+            out = a.astype(dtype)
     except FloatingPointError:
         raise ValueError(f"{what}: a value overflows {dtype} (largest {np.finfo(dtype).max:g})") from None
+    if a.dtype.kind in "iu" and dtype.kind == "f" and a.size:
+        if np.isinf(out).any():
+            raise ValueError(f"{what}: a value overflows {dtype} (largest {np.finfo(dtype).max:g})")
+        back = out.astype(a.dtype) if np.isfinite(out).all() else None
+        if back is None or not np.array_equal(back, a):
+            bad = a.reshape(-1)[np.flatnonzero(back.reshape(-1) != a.reshape(-1))[0]] if back is not None else "?"
+            raise ValueError(f"{what}: {a.dtype} value {bad} is not exact in {dtype} (it would become "
+                             f"{dtype.type(bad) if back is not None else 'inf'}); convert it yourself if "
+                             f"rounding is meant")
+    return out
 
 
 def _operation(operation: Union[str, int]) -> Tuple[str, int]:
@@ -236,6 +276,149 @@ def _writable_target(b: Any, o: "Operand", what: str) -> np.ndarray:
     return b
 
 
+class UnknownNameError(KeyError, ValueError):
+    """A name run() / bind() does not know (an input or output the model lacks): a KeyError
+    (as a dict lookup) and a ValueError (as any other wrong argument), with a plain message."""
+
+    def __str__(self):
+        return str(self.args[0]) if self.args else ""
+
+
+_TYPE_WORDS = {"float32": float32, "float16": float16, "int32": int32, "bool": bool8, "bool8": bool8}
+_TYPE_FORMS = ("an nn type (nn.float32, nn.float16, nn.int32, nn.bool8, nn.quant8_asymm(scale, zero_point), ...), "
+               "or one of the names 'float32', 'float16', 'int32', 'bool' or the numpy dtypes of those")
+
+
+def _operand_type(t: Any, what: str) -> OperandType:
+    """An OperandType from what a user may write: an OperandType, or a dtype name / numpy dtype
+    where it names one tensor type (float32, float16, int32, bool); a TypeError naming the
+    accepted forms otherwise (uint8 / int8 / int16 are quantized types: they need a scale)."""
+    if isinstance(t, OperandType):
+        return t
+    key = None
+    if isinstance(t, str):
+        key = t.strip().lower()
+    elif isinstance(t, (np.dtype, type)) and not isinstance(t, OperandType):
+        try:
+            key = np.dtype(t).name
+        except TypeError:
+            key = None
+    if key in _TYPE_WORDS:
+        return _TYPE_WORDS[key]
+    hint = ""
+    if key in ("uint8", "int8", "int16", "uint16"):
+        hint = (f" ({key} tensors are quantized in NNAPI: give the scale and zero point, e.g. "
+                f"nn.{'quant8_asymm' if key == 'uint8' else 'quant8_asymm_signed' if key == 'int8' else 'quant16_symm' if key == 'int16' else 'quant16_asymm'}(...))")
+    elif key in ("float64", "int64", "uint32", "uint64"):
+        hint = f" (NNAPI has no {key} tensors)"
+    raise TypeError(f"{_said(what, t)}: expected {_TYPE_FORMS}{hint}")
+
+
+def _shape(shape: Any, what: str) -> Tuple[int, ...]:
+    """A shape as a tuple of ints 0..2**32-1 (0: given at execution); an int n is (n,)."""
+    if isinstance(shape, (int, np.integer)) and not isinstance(shape, (bool, np.bool_)):
+        shape = (shape,)
+    if isinstance(shape, (str, bytes)) or not isinstance(shape, (Sequence, np.ndarray)):
+        raise TypeError(f"{_said(what, shape)}: expected a sequence of dimensions, e.g. (1, 224, 224, 3) (0: a "
+                        f"dimension given at execution)")
+    out = []
+    for d in shape:
+        if isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)):
+            raise TypeError(f"{_said(what, tuple(shape))}: dimension {d!r} is not an integer")
+        if not 0 <= d <= 0xFFFFFFFF:
+            raise ValueError(f"{_said(what, tuple(shape))}: dimension {int(d)} is out of range (0..4294967295; 0, not "
+                             f"-1, marks a dimension given at execution)")
+        out.append(int(d))
+    return tuple(out)
+
+
+def _said(what: str, v: Any) -> str:
+    """How a message names an argument: "timeout_ns=-1", "Memory(size=0)"."""
+    return f"{what}={v!r}" + ")" * (what.count("(") - what.count(")"))
+
+
+def _as_int(v: Any, what: str, lo: int, hi: int, accepted: str = "") -> int:
+    """An integer argument in lo..hi (a bool or a float is refused: a TypeError naming it);
+    `accepted` says what is (default "an integer in lo..hi")."""
+    accepted = accepted or f"an integer in {lo}..{hi}"
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+        raise TypeError(f"{_said(what, v)}: expected {accepted}")
+    if not lo <= v <= hi:
+        raise ValueError(f"{_said(what, int(v))}: out of range; expected {accepted}")
+    return int(v)
+
+
+def _as_bool(v: Any, what: str) -> bool:
+    if not isinstance(v, (bool, np.bool_)):
+        raise TypeError(f"{_said(what, v)}: expected True or False")
+    return bool(v)
+
+
+def _as_name(v: Any, what: str) -> str:
+    if not isinstance(v, str) or not v:
+        raise TypeError(f"{_said(what, v)}: expected a non-empty str")
+    return v
+
+
+def _shape_text(dims: Sequence[int]) -> str:
+    """(2, 3) or, with dimensions given at execution, (?, 3)."""
+    inner = ", ".join("?" if d == 0 else str(d) for d in dims)
+    return f"({inner},)" if len(dims) == 1 else f"({inner})"
+
+
+_KNOWN_DIMS: Dict[tuple, tuple] = {}     # declared dims with 0s -> ((position, size) of each known one)
+
+
+def _fits(dims: Tuple[int, ...], shape: Tuple[int, ...]) -> bool:
+    """An array of `shape` fits a tensor declared `dims` with 0s (any size there): the run()
+    path for dynamic inputs, a few tenths of a microsecond."""
+    if len(shape) != len(dims):
+        return False
+    known = _KNOWN_DIMS.get(dims)
+    if known is None:
+        known = tuple((k, d) for k, d in enumerate(dims) if d)
+        if len(_KNOWN_DIMS) < 4096:
+            _KNOWN_DIMS[dims] = known
+    for k, d in known:
+        if shape[k] != d:
+            return False
+    return True
+
+
+def _shape_error(o: "Operand", shape: Tuple[int, ...], what: str) -> Optional[str]:
+    """None if an array of `shape` fits operand o (its declared dimensions; 0 = any size, no
+    dimensions on a tensor = any rank), else the one-line message: the input, both shapes and
+    the fix.  Called only when shape != o.dims (the common case costs a tuple comparison)."""
+    dims = o.dims
+    if o.type.is_scalar:
+        return None if shape == () else (f"{what} {o.name!r}: an array of shape {shape} was given for a scalar "
+                                         f"({o.type.name}); pass a number or a 0-d array")
+    if not dims or _fits(dims, shape):
+        return None
+    want = _shape_text(dims)
+    n, m = math.prod(shape), math.prod(dims)
+    if all(dims) and n == m:
+        perm = None
+        if len(shape) == len(dims) and sorted(shape) == sorted(dims):
+            free = list(range(len(shape)))
+            perm = []
+            for d in dims:
+                k = next(k for k in free if shape[k] == d)
+                free.remove(k)
+                perm.append(k)
+        if perm:
+            fix = ("a.T" if perm == [1, 0] else f"a.transpose{tuple(perm)}")
+            fix = f"transpose or reshape it yourself ({fix} / a.reshape{tuple(dims)})"
+        else:
+            fix = f"reshape it yourself (a.reshape{tuple(dims)})"
+    elif all(dims):
+        fix = f"it holds {n} value{'s' if n != 1 else ''} where the model's {what} holds {m}: pass an array of shape {tuple(dims)}"
+    else:
+        known = [f"dimension {k} = {d}" for k, d in enumerate(dims) if d]
+        fix = f"pass an array of rank {len(dims)}{' with ' + ', '.join(known) if known else ''} ('?': any size)"
+    return f"{what} {o.name!r}: array shape {shape} does not match the model's {want}; {fix}"
+
+
 # ---- memory -----------------------------------------------------------------------------------------
 class Memory:
     """An ANeuralNetworksMemory over a file descriptor (``Memory.from_fd``) or holding a copy of a
@@ -243,8 +426,18 @@ class Memory:
 
     def __init__(self, array: Optional[np.ndarray] = None, *, size: Optional[int] = None):
         ffi, lib = _api()
+        if (array is None) == (size is None):
+            raise TypeError("Memory: give an array (Memory(array): a copy of it) or a size in bytes "
+                            "(Memory(size=N)), not " + ("both" if array is not None else "neither was given"))
+        if size is not None:
+            size = _as_int(size, "Memory(size", 1, (1 << 63) - 1, "a number of bytes >= 1")
+        elif not isinstance(array, np.ndarray):
+            raise TypeError(f"Memory(array={type(array).__name__}): expected a numpy array")
+        elif array.size == 0 or array.dtype.hasobject:
+            raise ValueError(f"Memory(array): {'an empty' if array.size == 0 else 'an object'} array cannot be shared "
+                             f"(a Memory holds at least one byte of plain values)")
         data = None if array is None else np.ascontiguousarray(array)
-        n = data.nbytes if data is not None else int(size or 0)
+        n = data.nbytes if data is not None else size
         fd, path = tempfile.mkstemp(prefix="nnapi_py-mem-")
         os.unlink(path)
         try:
@@ -259,6 +452,12 @@ class Memory:
 
     @classmethod
     def from_fd(cls, fd: int, size: int, prot: int = 3, offset: int = 0) -> "Memory":
+        """A Memory over `size` bytes of the file open as `fd` from `offset` (prot: PROT_READ 1 |
+        PROT_WRITE 2; the library keeps its own duplicate of fd)."""
+        _as_int(fd, "Memory.from_fd(fd", 0, (1 << 31) - 1, "an open file descriptor (an integer >= 0)")
+        _as_int(size, "Memory.from_fd(size", 1, (1 << 63) - 1, "a number of bytes >= 1")
+        _as_int(prot, "Memory.from_fd(prot", 1, 3, "PROT_READ 1, PROT_WRITE 2 or both 3")
+        _as_int(offset, "Memory.from_fd(offset", 0, (1 << 63) - 1, "a number of bytes >= 0")
         m = cls.__new__(cls)
         m._init(size, prot, fd, offset)
         m.dtype = m.shape = None
@@ -282,10 +481,11 @@ class Memory:
 # ---- model --------------------------------------------------------------------------------------------
 class Operand:
     """One operand of a Model (returned by input / constant / op)."""
-    __slots__ = ("model", "index", "type", "dims", "name")
+    __slots__ = ("model", "index", "type", "dims", "name", "fit")
 
     def __init__(self, model: "Model", index: int, type: OperandType, dims: Tuple[int, ...], name: str):
         self.model, self.index, self.type, self.dims, self.name = model, index, type, dims, name
+        self.fit = dims         # the last array shape accepted for it (run(): one comparison next time)
 
     def __repr__(self):
         return f"<operand {self.index} {self.name!r} {self.type.name} {list(self.dims)}>"
@@ -298,6 +498,8 @@ class Model:
     """An ANeuralNetworksModel being built; ``compile()`` finishes it."""
 
     def __init__(self, name: str = "model", *, relaxed: bool = False):
+        _as_name(name, "Model(name")
+        relaxed = _as_bool(relaxed, "Model(relaxed")
         ffi, lib = _api()
         p = ffi.new("ANeuralNetworksModel**")
         _check(lib.ANeuralNetworksModel_create(p), "ANeuralNetworksModel_create")
@@ -335,7 +537,11 @@ class Model:
         return o
 
     def input(self, name: str, type: OperandType, shape: Sequence[int]) -> Operand:
-        """A model input; 0 in shape means a dimension given at execution time."""
+        """A model input; 0 in shape means a dimension given at execution time.  type: an nn
+        type, or 'float32' / 'float16' / 'int32' / 'bool' (or those numpy dtypes)."""
+        _as_name(name, "input(name")
+        type = _operand_type(type, "input(type")
+        shape = _shape(shape, f"input({name!r}, shape")
         if any(i.name == name for i in self.inputs):
             raise ValueError(f"the model already has an input named {name!r} (input names must be unique)")
         o = self._add(type, shape, name)
@@ -346,8 +552,17 @@ class Model:
         """A constant from a numpy array / Python number (copied when <= 128 bytes, otherwise
         referenced: this Model keeps the array alive), or a (Memory, offset, length) triple."""
         ffi, lib = _api()
+        if not isinstance(name, str):
+            raise TypeError(f"constant(name={name!r}): expected a str")
+        if type is not None:
+            type = _operand_type(type, "constant(type")
         if isinstance(value, tuple) and value and isinstance(value[0], Memory):
+            if len(value) != 3:
+                raise ValueError(f"constant(value): a constant in a Memory is (memory, offset, length), "
+                                 f"{len(value)} items were given")
             mem, offset, length = value
+            _as_int(offset, "constant(value) offset", 0, mem.size)
+            _as_int(length, "constant(value) length", 1, mem.size)
             if type is None:
                 raise ValueError("a constant in a Memory needs its type")
             o = self._add(type, (length // max(type.dtype.itemsize, 1),), name)
@@ -355,6 +570,9 @@ class Model:
                    "ANeuralNetworksModel_setOperandValueFromMemory")
             self._keep.append(mem)
             return o
+        if value is None or isinstance(value, (str, bytes, Operand, Model, Memory)):
+            raise TypeError(f"constant(value={value!r}): expected a numpy array, a number, a list of numbers, "
+                            f"or a (Memory, offset, length) triple")
         a = np.asarray(value)
         if type is None:
             type = _DTYPE_TYPES.get(a.dtype)
@@ -375,6 +593,7 @@ class Model:
 
     def omitted(self, type: OperandType = float32) -> Operand:
         """An omitted optional input (no value)."""
+        type = _operand_type(type, "omitted(type")
         ffi, lib = _api()
         o = self._add(type, (), "omitted")
         _check(lib.ANeuralNetworksModel_setOperandValue(self.handle, o.index, ffi.NULL, 0),
@@ -400,6 +619,9 @@ class Model:
             return self.constant(_as_dtype(v, np.int32, f"scalar {v}"), scalar_int32)
         if isinstance(v, (float, np.floating)):
             return self.constant(_as_dtype(v, float_scalar.dtype, f"scalar {v}"), float_scalar)
+        if v is None or isinstance(v, (str, bytes, dict, set, OperandType)):
+            raise TypeError(f"{v!r} is not an operand: give an Operand of this model, a number, a numpy array "
+                            f"(a constant), a Model (IF / WHILE) or m.omitted() for an omitted input")
         return self.constant(v)
 
     def op(self, operation: Union[str, int], *inputs: OperandLike,
@@ -415,6 +637,19 @@ class Model:
         runtime's shape rules.  Returns an Operand, or a tuple of them."""
         ffi, lib = _api()
         name, code = _operation(operation)
+        if isinstance(names, str):
+            names = (names,)
+        for nm in names:
+            if not isinstance(nm, str):
+                raise TypeError(f"{name}: names={names!r}: expected a str or a sequence of str")
+        if outputs is not None:
+            if isinstance(outputs, (OperandType, str)) or not isinstance(outputs, Sequence):
+                raise TypeError(f"{name}: outputs={outputs!r}: expected a list of types or (type, shape) pairs, "
+                                f"e.g. outputs=[nn.float32] or [(nn.float32, (1, 4))]")
+            outputs = [(_operand_type(o[0], f"{name}: outputs[{k}] type"),
+                        _shape(o[1], f"{name}: outputs[{k}] shape") if o[1] is not None else None)
+                       if isinstance(o, tuple) and len(o) == 2 else _operand_type(o, f"{name}: outputs[{k}]")
+                       for k, o in enumerate(outputs)]
         first = next((v for v in inputs if isinstance(v, Operand) and not v.type.is_scalar), None)
         fs = scalar_float16 if first is not None and first.type.code == C.TENSOR_FLOAT16 else scalar_float32
         ins = [self._operand(v, fs) for v in inputs]
@@ -450,6 +685,14 @@ class Model:
         return [t]
 
     def output(self, operand: Operand, name: Optional[str] = None) -> Operand:
+        """Make `operand` a model output (named `name`, by default its own name)."""
+        if not isinstance(operand, Operand):
+            raise TypeError(f"output(operand={operand!r}): expected an Operand of this model (what input() or op() "
+                            f"returned)")
+        if operand.model is not self:
+            raise ValueError(f"output({operand!r}): the operand belongs to another model")
+        if name is not None:
+            _as_name(name, "output(name")
         if any(o.name == (name or operand.name) for o in self.outputs):
             raise ValueError(f"the model already has an output named {name or operand.name!r} "
                              f"(output names must be unique)")
@@ -481,6 +724,8 @@ class Model:
         "medium" / "high"; timeout_ns; cache_dir + 32-byte token for setCaching: the library
         stores the compiled plan there and a later compilation of the same model with the same
         token loads it; the token defaults to cache_token(), a hash of the model's content)."""
+        preference, devices, priority, timeout_ns, cache_dir, token = _compile_args(
+            preference, devices, priority, timeout_ns, cache_dir, token)
         self._finish()
         if cache_dir is not None and token is None:
             token = self.cache_token()
@@ -528,6 +773,71 @@ class Model:
 
 
 # ---- compilation and execution -----------------------------------------------------------------------
+_UINT64_MAX = (1 << 64) - 1
+
+
+def _timeout(v: Any, what: str) -> Optional[int]:
+    if v is None:
+        return None
+    return _as_int(v, what, 0, _UINT64_MAX, "an integer number of nanoseconds, 0..2**64-1 (None: no timeout)")
+
+
+def _compile_args(preference, devices, priority, timeout_ns, cache_dir, token):
+    """Model.compile's arguments checked and normalised before anything is made: a TypeError or
+    ValueError naming the argument, the value and what is accepted."""
+    names = ", ".join(map(repr, _PREFERENCES))
+    if isinstance(preference, str):
+        if preference not in _PREFERENCES:
+            raise ValueError(f"preference={preference!r}: one of {names} (or their codes 0, 1, 2)")
+        preference = _PREFERENCES[preference]
+    else:
+        preference = _as_int(preference, "preference", 0, 2, f"one of {names} or their codes 0, 1, 2")
+    if devices is not None:
+        if isinstance(devices, str):
+            devices = [devices]             # one device by name
+        elif not isinstance(devices, Iterable) or isinstance(devices, (bytes, Mapping)):
+            raise TypeError(f"devices={devices!r}: expected a device name or a list of them "
+                            f"(nn.device_names() lists them)")
+        devices = list(devices)
+        for d in devices:
+            if not isinstance(d, str):
+                raise TypeError(f"devices={devices!r}: {d!r} is not a device name (a str)")
+        if not devices:
+            raise ValueError("devices=[]: name at least one device (or leave devices out: every device)")
+        if len(set(devices)) != len(devices):
+            raise ValueError(f"devices={devices!r}: a device is named twice")
+    if priority is not None:
+        pn = ", ".join(map(repr, _PRIORITIES))
+        if isinstance(priority, str):
+            if priority not in _PRIORITIES:
+                raise ValueError(f"priority={priority!r}: one of {pn} (or their codes 90, 100, 110)")
+            priority = _PRIORITIES[priority]
+        else:
+            priority = _as_int(priority, "priority", 0, 1 << 31, f"one of {pn} or their codes 90, 100, 110")
+            if priority not in _PRIORITIES.values():
+                raise ValueError(f"priority={priority}: one of {pn} or their codes 90, 100, 110")
+    timeout_ns = _timeout(timeout_ns, "timeout_ns")
+    if cache_dir is not None:
+        if not isinstance(cache_dir, (str, os.PathLike)):
+            raise TypeError(f"cache_dir={cache_dir!r}: expected a directory path (str or os.PathLike)")
+        cache_dir = os.fspath(cache_dir)
+        if isinstance(cache_dir, bytes):
+            cache_dir = os.fsdecode(cache_dir)
+        if not cache_dir:
+            raise ValueError("cache_dir='': name a directory (a missing or unwritable one compiles without "
+                             "caching, as on Android; the compilation's status says so)")
+    if token is not None:
+        if cache_dir is None:
+            raise ValueError("token= is the caching token: it goes with cache_dir=")
+        if not isinstance(token, (bytes, bytearray, memoryview)):
+            raise TypeError(f"token={token!r}: expected 32 bytes (default: Model.cache_token())")
+        token = bytes(token)
+        if len(token) != 32:
+            raise ValueError(f"token: {len(token)} bytes given, a caching token has 32 (ANEURALNETWORKS_BYTE_SIZE_"
+                             f"OF_CACHE_TOKEN)")
+    return preference, devices, priority, timeout_ns, cache_dir, token
+
+
 def _device_handles(names):
     ffi, lib = _api()
     n = ffi.new("uint32_t*")
@@ -541,7 +851,8 @@ def _device_handles(names):
         found[ffi.string(s[0]).decode()] = d[0]
     missing = [x for x in names if x not in found]
     if missing:
-        raise ValueError(f"no device named {missing} (devices: {sorted(found)})")
+        raise ValueError(f"devices: no device named {', '.join(map(repr, missing))} (the devices: {sorted(found)}; "
+                         f"NNAPI_PY_DEVICES or nn.emulated(devices=...) sets them)")
     return [found[x] for x in names]
 
 
@@ -577,13 +888,13 @@ class Compilation:
         else:
             _check(lib.ANeuralNetworksCompilation_create(model.handle, p), "ANeuralNetworksCompilation_create")
         self.handle = p[0]
-        pref = _PREFERENCES[preference] if isinstance(preference, str) else int(preference)
-        _check(lib.ANeuralNetworksCompilation_setPreference(self.handle, pref), "ANeuralNetworksCompilation_setPreference")
+        _check(lib.ANeuralNetworksCompilation_setPreference(self.handle, preference),
+               "ANeuralNetworksCompilation_setPreference")
         if priority is not None:
-            pr = _PRIORITIES[priority] if isinstance(priority, str) else int(priority)
-            _check(lib.ANeuralNetworksCompilation_setPriority(self.handle, pr), "ANeuralNetworksCompilation_setPriority")
+            _check(lib.ANeuralNetworksCompilation_setPriority(self.handle, priority),
+                   "ANeuralNetworksCompilation_setPriority")
         if timeout_ns is not None:
-            _check(lib.ANeuralNetworksCompilation_setTimeout(self.handle, int(timeout_ns)),
+            _check(lib.ANeuralNetworksCompilation_setTimeout(self.handle, timeout_ns),
                    "ANeuralNetworksCompilation_setTimeout")
         if cache_dir is not None:
             tok = ffi.new("uint8_t[]", bytes(token or b"\0" * 32))
@@ -593,17 +904,20 @@ class Compilation:
 
     def execution(self, *, reusable: bool = False, timeout_ns: Optional[int] = None,
                   measure_timing: bool = False) -> "Execution":
-        return Execution(self, reusable, timeout_ns, measure_timing)
+        """A new execution (reusable=True: run it again and again; timeout_ns; measure_timing=True:
+        Execution.duration() afterwards)."""
+        return Execution(self, _as_bool(reusable, "execution(reusable"), _timeout(timeout_ns, "execution(timeout_ns"),
+                         _as_bool(measure_timing, "execution(measure_timing"))
 
     def run(self, inputs: Union[Mapping[str, Any], Sequence[Any]], outputs: Optional[Mapping[str, np.ndarray]] = None
             ) -> Dict[str, np.ndarray]:
         """One synchronous execution: {input name: array} (or a list in input order) ->
         {output name: array}; dynamic output shapes come back as the execution reports them."""
-        return self.execution().run(inputs, outputs)
+        return Execution(self, False, None, False).run(inputs, outputs)
 
     def run_async(self, inputs, outputs=None) -> Dict[str, np.ndarray]:
         """startCompute + Event_wait."""
-        return self.execution().run(inputs, outputs, mode="async")
+        return Execution(self, False, None, False).run(inputs, outputs, mode="async")
 
     def burst(self) -> "Burst":
         return Burst(self)
@@ -616,13 +930,15 @@ class Burst:
     """A burst object: run(inputs) executes through ANeuralNetworksExecution_burstCompute."""
 
     def __init__(self, compilation: Compilation):
+        if not isinstance(compilation, Compilation):
+            raise TypeError(f"Burst(compilation={compilation!r}): expected a Compilation (Model.compile())")
         ffi, lib = _api()
         p = ffi.new("ANeuralNetworksBurst**")
         _check(lib.ANeuralNetworksBurst_create(compilation.handle, p), "ANeuralNetworksBurst_create")
         self.handle, self.compilation = p[0], compilation
 
     def run(self, inputs, outputs=None) -> Dict[str, np.ndarray]:
-        return self.compilation.execution().run(inputs, outputs, mode="burst", burst=self)
+        return Execution(self.compilation, False, None, False).run(inputs, outputs, mode="burst", burst=self)
 
     def __del__(self):
         _release("ANeuralNetworksBurst_free", getattr(self, "handle", None))
@@ -646,6 +962,9 @@ class Execution:
     every run, so changing a bound input in place and calling ``run()`` feeds new data without a
     copy (``run(new_values)`` then writes the new values into your bound array)."""
 
+    _direct: frozenset = frozenset()    # outputs the library writes into the caller's arrays (_bind)
+    _out_by_name: Optional[Dict[str, Operand]] = None
+
     def __init__(self, compilation: Compilation, reusable=False, timeout_ns=None, measure_timing=False):
         ffi, lib = _api()
         p = ffi.new("ANeuralNetworksExecution**")
@@ -668,10 +987,14 @@ class Execution:
                    "ANeuralNetworksExecution_setMeasureTiming")
 
     def _named(self, values, operands, kind: str) -> Dict[str, Any]:
-        """{name: value} from a dict or a list in model order; unknown names are a KeyError."""
+        """{name: value} from a dict or a list in model order; an unknown name is an
+        UnknownNameError (a KeyError and a ValueError) listing the model's names."""
         if values is None:
             return {}
         if not isinstance(values, Mapping):
+            if not isinstance(values, (list, tuple)):
+                raise TypeError(f"{kind}s: a {'numpy array' if isinstance(values, np.ndarray) else type(values).__name__} was given; expected a dict {{name: array}} "
+                                f"or a list of arrays in the model's {kind} order {[o.name for o in operands]}")
             if len(values) > len(operands):
                 raise ValueError(f"{len(values)} {kind}s given, the model has {len(operands)}: "
                                  f"{[o.name for o in operands]}")
@@ -680,8 +1003,9 @@ class Execution:
         if names is None:
             names = self._names[kind] = frozenset(o.name for o in operands)
         if not values.keys() <= names:
-            unknown = sorted(set(values) - names)
-            raise KeyError(f"no model {kind} named {unknown} ({kind}s: {[o.name for o in operands]})")
+            unknown = sorted(map(str, set(values) - names))
+            raise UnknownNameError(f"no model {kind} named {', '.join(map(repr, unknown))} (the model's {kind}s: "
+                                   f"{[o.name for o in operands]})")
         return values
 
     def bind(self, inputs=None, outputs=None) -> "Execution":
@@ -695,7 +1019,13 @@ class Execution:
         by_name = {o.name: o for o in m.inputs + m.outputs}
         for what, given, pinned in (("input", ins, self._pinned[0]), ("output", outs, self._pinned[1])):
             for name, a in given.items():
-                pinned[name] = _writable_target(a, by_name[name], f"bind: {what}")
+                o = by_name[name]
+                a = _writable_target(a, o, f"bind: {what}")
+                if a.shape != o.dims:
+                    problem = _shape_error(o, a.shape, f"bind: {what}")
+                    if problem:
+                        raise ValueError(problem)
+                pinned[name] = a
         return self
 
     def _bind(self, inputs, outputs):
@@ -712,17 +1042,33 @@ class Execution:
             if o.name in pinned_in:
                 a = pinned_in[o.name]
                 if v is not None:
-                    a[...] = _as_dtype(v, a.dtype, f"input {o.name!r}")
+                    v = _as_dtype(v, a.dtype, f"input {o.name!r}")
+                    if v.shape != a.shape:
+                        raise ValueError(f"input {o.name!r}: array shape {v.shape} differs from the bound array's "
+                                         f"{a.shape} (run() copies new values into it: same shape)")
+                    a[...] = v
             elif v is None:
-                _check(lib.ANeuralNetworksExecution_setInput(self.handle, k, ffi.NULL, ffi.NULL, 0),
-                       "ANeuralNetworksExecution_setInput")
+                rc = lib.ANeuralNetworksExecution_setInput(self.handle, k, ffi.NULL, ffi.NULL, 0)
+                if rc:
+                    reason = ffi.string(lib.nnapi_py_last_error()).decode(errors="replace")
+                    if "omits the input" not in reason:
+                        _check(rc, "ANeuralNetworksExecution_setInput")
+                    why = reason.split(", but ", 1)[-1] if ", but " in reason else reason
+                    raise ValueError(f"input {o.name!r} is missing: give it to run() (the model's inputs: "
+                                     f"{[i.name for i in m.inputs]}); only an input that feeds an optional "
+                                     f"operand may be left out, and this one {why.replace('it feeds', 'feeds')}")
                 continue
             elif isinstance(v, Memory):
-                _check(lib.ANeuralNetworksExecution_setInputFromMemory(self.handle, k, ffi.NULL, v.handle, 0, v.size),
-                       "ANeuralNetworksExecution_setInputFromMemory")
+                self._memory_input(k, o, v)
                 continue
             else:
                 a = _as_dtype(v, o.type.dtype, f"input {o.name!r}")
+                shape = a.shape
+                if shape != o.fit:              # the declared shape, or the last one accepted
+                    problem = _shape_error(o, shape, "input")
+                    if problem:
+                        raise ValueError(problem)
+                    o.fit = shape
                 if self.reusable or a is v and not a.flags.writeable:
                     a = np.array(a, order="C")              # its own copy: later runs write into it
                 else:
@@ -740,12 +1086,17 @@ class Execution:
             _check(lib.ANeuralNetworksExecution_setInput(self.handle, k, t, ffi.from_buffer(a), a.nbytes),
                    "ANeuralNetworksExecution_setInput")
         bufs = {}
+        direct = None
         for k, o in enumerate(m.outputs):
             b = pinned_out.get(o.name)
             if b is None and not self.reusable:
                 b = outputs.get(o.name)
-                if b is not None:
+                if b is not None:           # written in place when its shape is known to be the result's
                     b = _writable_target(b, o, "output")
+                    if not (o.dims and all(o.dims)):
+                        b = np.empty(max(_max_elements(o, arrays), b.size), o.type.dtype)
+                    else:
+                        direct = (direct or set()) | {o.name}
             if b is None:
                 b = np.empty(_max_elements(o, arrays), o.type.dtype)
             keep.append(b)
@@ -753,6 +1104,38 @@ class Execution:
             _check(lib.ANeuralNetworksExecution_setOutput(self.handle, k, ffi.NULL, ffi.from_buffer(b), b.nbytes),
                    "ANeuralNetworksExecution_setOutput")
         self._bound = (keep, bufs, arrays)
+        if direct:
+            self._direct = direct
+
+    def _memory_input(self, k: int, o: Operand, mem: "Memory") -> None:
+        """setInputFromMemory for the whole of `mem`, its dtype, shape or size checked against
+        the operand first (a Memory made from an array knows its dtype and shape)."""
+        ffi, lib = _api()
+        t = ffi.NULL
+        if mem.dtype is not None:
+            if mem.dtype != o.type.dtype:
+                raise ValueError(f"input {o.name!r}: the Memory holds {mem.dtype} values, the model's input is "
+                                 f"{o.type.dtype} ({o.type.name})")
+            if mem.shape != o.dims:
+                problem = _shape_error(o, mem.shape, "input")
+                if problem:
+                    raise ValueError(problem + " (the Memory's array)")
+                if o.dims != () or not o.type.is_scalar:
+                    d = ffi.new("uint32_t[]", mem.shape)
+                    t = ffi.new("ANeuralNetworksOperandType*", {"type": o.type.code, "dimensionCount": len(mem.shape),
+                                                                "dimensions": d, "scale": o.type.scale,
+                                                                "zeroPoint": o.type.zero_point})
+                    self._keep_types = (d, t)
+        elif o.dims and all(o.dims) or o.type.is_scalar:
+            need = math.prod(o.dims) * o.type.dtype.itemsize
+            if mem.size != need:
+                raise ValueError(f"input {o.name!r}: the Memory holds {mem.size} bytes, the model's input "
+                                 f"{_shape_text(o.dims)} {o.type.dtype} takes {need}")
+        else:
+            raise ValueError(f"input {o.name!r} has dimensions given at execution {_shape_text(o.dims)}: a Memory "
+                             f"from Memory.from_fd() has no shape; make it with Memory(array) or pass the array")
+        _check(lib.ANeuralNetworksExecution_setInputFromMemory(self.handle, k, t, mem.handle, 0, mem.size),
+               "ANeuralNetworksExecution_setInputFromMemory")
 
     def run(self, inputs=None, outputs=None, mode: str = "sync", burst: Optional[Burst] = None,
             copy: bool = True) -> Dict[str, np.ndarray]:
@@ -765,16 +1148,24 @@ class Execution:
         m = self.model
         inputs = self._named(inputs, m.inputs, "input")
         outputs = self._named(outputs, m.outputs, "output")
+        if mode != "sync":
+            if mode not in _MODES:
+                raise ValueError(f"mode={mode!r}: one of {', '.join(map(repr, _MODES))}")
+            if mode == "burst" and not isinstance(burst, Burst):
+                raise TypeError(f"burst={burst!r}: mode 'burst' needs the Burst to run on (compilation.burst())")
         copy_out = outputs
+        if outputs:
+            self._check_output_arrays(outputs)
         if self._bound is None:
             self._bind(inputs, outputs)
-            if not self.reusable:
-                copy_out = {}               # bound directly (or pinned)
+            if not self.reusable:               # bound directly (or pinned), but for dynamic shapes
+                copy_out = {k: v for k, v in outputs.items() if k not in self._direct} if outputs else outputs
         elif inputs and self.reusable:      # a one-shot execution's second run fails below (BAD_STATE)
             bound = self._bound[2]
             for name, v in inputs.items():
                 if name not in bound:
-                    raise KeyError(f"input {name!r} was not bound by the first run (a Memory or omitted)")
+                    raise UnknownNameError(f"input {name!r} was not bound by the first run (a Memory or omitted): a "
+                                           f"reusable execution keeps its inputs; create a new execution")
                 a = _as_dtype(v, bound[name].dtype, f"input {name!r}")
                 if a.shape != bound[name].shape:
                     raise ValueError(f"input {name!r}: shape {a.shape} differs from the bound {bound[name].shape} "
@@ -818,19 +1209,39 @@ class Execution:
                         _check(rc, "ANeuralNetworksExecution_getOutputOperandDimensions")
                     shape = tuple(d[0:r[0]])
                 v = bufs[o.name][:math.prod(shape)].reshape(shape)
-            dst = copy_out.get(o.name)
+            dst = copy_out.get(o.name) if copy_out else None
             if dst is not None:                 # this run's result into the caller's array
-                dst = _writable_target(dst, o, "output")
-                if dst.size < v.size:
-                    raise ValueError(f"output {o.name!r}: {dst.size} elements given, the result has "
-                                     f"{v.size} {list(shape)}")
-                v = dst.reshape(-1)[:v.size].reshape(shape)
-                v[...] = bufs[o.name][:v.size].reshape(shape)
+                if dst.shape != tuple(shape):
+                    raise ValueError(f"output {o.name!r}: array shape {dst.shape} does not match the result's "
+                                     f"{tuple(shape)}; pass an array of that shape (or none: run() returns the "
+                                     f"result)")
+                dst[...] = v
+                v = dst
             result[o.name] = v.copy() if copy else v
         return result
 
+    def _check_output_arrays(self, outputs: Mapping[str, Any]) -> None:
+        """The caller's output arrays before anything runs: the operand's dtype, C-contiguous and
+        writeable, and the operand's shape where it is known (0s: any size there)."""
+        by_name = self._out_by_name
+        if by_name is None:
+            by_name = self._out_by_name = {o.name: o for o in self.model.outputs}
+        for name, b in outputs.items():
+            o = by_name[name]
+            _writable_target(b, o, "output")
+            if b.shape != o.dims:
+                problem = _shape_error(o, b.shape, "output")
+                if problem:
+                    raise ValueError(problem.split("; ")[0] + f"; pass an array of shape {_shape_text(o.dims)} "
+                                     f"(or none: run() returns the result)")
+
     def duration(self, kind: int = 0) -> int:
-        """getDuration (after measure_timing=True): nanoseconds (UINT64_MAX when unavailable)."""
+        """getDuration (after measure_timing=True): nanoseconds (UINT64_MAX when unavailable).
+        kind: 0 on hardware, 1 in driver, 2 fenced on hardware, 3 fenced in driver (or those names)."""
+        if isinstance(kind, str) and kind in _DURATIONS:
+            kind = _DURATIONS[kind]
+        else:
+            kind = _as_int(kind, "duration(kind", 0, 3, f"0..3 or one of {', '.join(map(repr, _DURATIONS))}")
         ffi, lib = _api()
         d = ffi.new("uint64_t*")
         _check(lib.ANeuralNetworksExecution_getDuration(self.handle, kind, d), "ANeuralNetworksExecution_getDuration")

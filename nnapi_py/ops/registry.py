@@ -63,7 +63,8 @@ def lookup(code):
         raise bad_data(f"{op_name(code)}: operation is not implemented by nnapi_py yet")
     if code >> 16:
         raise bad_data(f"extension operation type {code:#x} is not supported (no extensions registered)")
-    raise bad_data(f"unknown operation code {code}")
+    raise bad_data(f"unknown operation code {code} (NNAPI's are 0..{len(C.OPERATION_NAMES) - 1}, OEM_OPERATION "
+                   f"{C.OEM_OPERATION} and extension types, which have a prefix in their upper 16 bits)")
 
 
 def supported(code):
