@@ -117,20 +117,18 @@ class _ConstantFolds:
         self.alias = {}                 # model operand computed here -> its constant operand
         self.made = set()               # those constant operands
         self.outputs = frozenset(model.outputs)
-        self.uses = {}                  # operand -> readers among the operations not folded (yet)
-        for node in nodes:
-            for i in node.ins:
-                self.uses[i] = self.uses.get(i, 0) + 1
-        const = sum(v.nbytes for v in (inf.value for inf in infos) if isinstance(v, np.ndarray))
-        self.budget = max(FOLD_FACTOR * const, FOLD_FLOOR)
+        self.nodes = nodes
+        self.uses = None                # operand -> readers among the operations not folded (yet),
+        self.budget = None              # and the bound: counted at the first candidate (most plans have none)
         self.held = 0                   # bytes of folded results still read by an operation
         self.peak = 0
         self.folded = []                # the nodes computed here
         self.by_type = {}
         self.over = 0                   # operations not folded for the memory bound
         self.failed = 0                 # ... whose computation failed here (left to execution)
-        self.enabled = True
         self.tried = set()
+        self.in_shape_pass = False      # after early(): folds of float16 operations, and what reads them
+        self.late = False
 
     def early(self, plan):
         """Fold what the model's constants alone determine, before the plan's other folds look
@@ -164,6 +162,7 @@ class _ConstantFolds:
         if self.folded:
             drop = {id(nd) for nd in self.folded}
             plan.nodes = [nd for nd in plan.nodes if id(nd) not in drop]
+        self.in_shape_pass = True
 
     def reads_folded(self, node):
         return any(i in self.made for i in node.ins)
@@ -193,6 +192,8 @@ class _ConstantFolds:
             if nbytes == 0:
                 return
             need += nbytes
+        if self.budget is None:
+            self._count()
         # folded inputs read by this operation only are released once it is folded
         freed = sum(tmpl[i].nbytes for i in set(node.ins) if i in self.made and self.uses[i] == node.ins.count(i))
         if self.held - freed + need > self.budget:
@@ -224,7 +225,23 @@ class _ConstantFolds:
                 if self.uses[i] == 0:
                     self._release(i)
         self.folded.append(node)
+        self.late = self.late or self.in_shape_pass
         self.by_type[node.name] = self.by_type.get(node.name, 0) + 1
+
+    def _count(self):
+        """The readers of every operand (before any fold), and the memory bound."""
+        uses = {}
+        get = uses.get
+        for node in self.nodes:
+            for i in node.ins:
+                uses[i] = get(i, 0) + 1
+        self.uses = uses
+        const = 0
+        for inf in self.infos:
+            v = inf.value
+            if type(v) is np.ndarray:
+                const += v.nbytes
+        self.budget = max(FOLD_FACTOR * const, FOLD_FLOOR)
 
     def _release(self, k):
         self.held -= self.tmpl[k].nbytes
@@ -362,7 +379,7 @@ class Plan:
                 static = False
             if node.kernel is None:         # a computed size past the limits: fails at execution
                 static = False              # with the reason, where Android fails it
-            elif fold.enabled:
+            elif node.fp16 or fold.late:        # the rest was tried before (fold.early)
                 fold.try_fold(node, raw[0], shapes)
         self.constant_folds = fold.finish(self, shapes)
         self.static = static
