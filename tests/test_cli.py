@@ -180,3 +180,75 @@ def test_make_bench_prints_the_thread_counts():
     line = bench_run.threads_line()
     assert line.startswith("threads: nnapi_py numpy BLAS openblas 1 thread (OPENBLAS_NUM_THREADS=1"), line
     assert "LiteRT num_threads=1" in line
+
+
+# ---- issue 40 point 5: each subcommand's help, option values, a closed pipe, a JSON that is no model --------
+def test_each_subcommand_has_its_own_help():
+    for sub, needles in (("run", ("usage: python -m nnapi_py run", "--input-shape", "--compare", "--no-reference-ok",
+                                  "--bench N", "bound (nnapi_py/tflite/compare.py")),
+                         ("show", ("usage: python -m nnapi_py show", "--svg OUT.svg", "MODEL.tflite",
+                                   "--input-shape"))):
+        for flag in ("--help", "-h"):
+            p = cli(sub, flag)
+            assert p.returncode == 0 and p.stderr == "", p.stderr
+            for n in needles:
+                assert n in p.stdout, (sub, n, p.stdout)
+            assert "--cflags" not in p.stdout                   # not the global help
+    p = cli("--help")
+    assert p.returncode == 0 and "--cflags" in p.stdout and "python -m nnapi_py run --help" in p.stdout
+    one_line_failure(cli("runn"), 2, "unknown option runn", "subcommands: run, show")
+
+
+def _closed_pipe_run(*args):
+    """The command with stdout a pipe whose reader has already gone (as `... | head -1` once head
+    exits): (returncode, stderr)."""
+    r, w = os.pipe()
+    os.close(r)
+    e = dict(os.environ)
+    e.pop("NNAPI_PY_TRACE", None)
+    try:
+        p = subprocess.run([sys.executable, "-m", "nnapi_py", *map(str, args)], stdout=w, stderr=subprocess.PIPE,
+                           text=True, env=e, timeout=300)
+    finally:
+        os.close(w)
+    return p.returncode, p.stderr
+
+
+def test_a_closed_pipe_ends_quietly(tmp_path):
+    """`python -m nnapi_py ... | head -1`: no "[Errno 32] Broken pipe", no traceback: the process
+    ends as a Unix tool on SIGPIPE (killed by it; 141 where it cannot be)."""
+    import signal
+    js = saved_model(tmp_path)
+    for args in (("show", js), ("show", js, "--dot"), ("run", "--help"), ("--version",)):
+        code, err = _closed_pipe_run(*args)
+        assert err == "" and code in (-signal.SIGPIPE, 141), (args, code, err)
+    p = subprocess.run(f"'{sys.executable}' -m nnapi_py show '{js}' | head -1", shell=True, capture_output=True,
+                       text=True, timeout=120)
+    assert p.stdout.startswith("  #  operation") and p.stderr == "", p.stderr
+
+
+def test_show_says_what_a_model_json_must_hold(tmp_path):
+    cases = (({"a": 1}, 'it lacks "operands", "operations", "inputs", "outputs"'),
+             ([1, 2], "it holds a list"),
+             ({"operands": {}, "operations": [], "inputs": [], "outputs": []}, '"operands" is a dict, not a list'),
+             ({"operands": [{"index": 0}], "operations": [], "inputs": [0], "outputs": [0]}, 'operand 0 lacks "type"'),
+             ({"operands": [], "operations": [{"type": "ADD", "inputs": [3], "outputs": []}], "inputs": [],
+               "outputs": []}, 'operation 0: "inputs" must list operand indices'))
+    for k, (d, needle) in enumerate(cases):
+        f = tmp_path / f"m{k}.json"
+        f.write_text(json.dumps(d))
+        line = one_line_failure(cli("show", f), 2, f"m{k}.json is not a model's JSON", needle)
+        assert '"operands"' in line and "NNAPI_PY_DUMP=DIR or Model.to_json()" in line
+    js = saved_model(tmp_path)
+    one_line_failure(cli("show", js, "--input-shape", "x=1,4"), 2, "--input-shape", "apply to a .tflite")
+
+
+def test_run_bench_values_are_checked_before_anything_runs(tmp_path):
+    """--bench N and --max-partitions N out of range are usage errors (exit 2, one line), not a
+    statistics error or a silent skip."""
+    model = tmp_path / "m.tflite"
+    model.write_bytes(b"\0" * 64)
+    one_line_failure(cli("run", model, "--bench", "-3"), 2, "--bench", "at least 1")
+    one_line_failure(cli("run", model, "--bench", "0"), 2, "--bench", "at least 1")
+    one_line_failure(cli("run", model, "--max-partitions", "-1"), 2, "--max-partitions", "at least 0")
+    one_line_failure(cli("run"), 2, "the following arguments are required: MODEL.tflite")
