@@ -25,6 +25,43 @@ LEVELS_FL3_INT = {F16: 3, F32: 3, I32: 3, Q8: 3, Q8S: 4}     # EXPAND_DIMS, SPLI
 LEVELS_FL3 = {F16: 3, F32: 3, Q8: 3, Q8S: 4}                 # PAD_V2
 
 
+# ---- the small-tensor path (issue 41) ---------------------------------------------------------
+# An operation whose tensors all have at most SMALL elements (shapes known when build() runs:
+# at compilation for a static plan, per input-shape signature otherwise) gets its lean kernel
+# variant: everything that depends only on constants and shapes is prepared in build()
+# (converted constants, requantization multipliers and tables, reshaped views, bound ufuncs),
+# and a run makes the fewest numpy calls that give the bits the general variant gives.  At
+# these sizes a numpy call's fixed cost (about 1 us) is the whole cost, so the count of calls
+# is what a lean variant minimises; the general variants stay for larger tensors, where
+# passes over memory matter.  tests/test_small_path.py checks both variants bit for bit.
+SMALL = 4096
+
+
+def n_elements(info):
+    """Number of elements of a tensor Info with known dimensions (None when unknown)."""
+    d = getattr(info, "dims", None)
+    if d is None:
+        return None
+    n = 1
+    for x in d:
+        if not x:
+            return None if x is None else 0
+        n *= int(x)
+    return n
+
+
+def small(*infos):
+    """True when every tensor Info given (None entries ignored) has known dimensions and at
+    most SMALL elements: the operation takes its lean kernel variant."""
+    for inf in infos:
+        if inf is None or getattr(inf, "omitted", False):
+            continue
+        n = n_elements(inf)
+        if n is None or n > SMALL:
+            return False
+    return True
+
+
 # ---- from the elementwise family
 
 
@@ -116,21 +153,20 @@ def optional_axis_level(sig, n_with_axis, axis_idx, level, default_ranks):
 def float_kernel(fn, out_dtype):
     """Kernel for a float op given as fn(x, out): x float32 (a float16 input is converted),
     out a float32 array to fill.  float32 outputs are filled in place; float16 outputs get a
-    float32 scratch and are rounded once.  Floating-point warnings are silenced (inf/NaN are
-    legitimate values)."""
+    float32 scratch and are rounded once.  inf/NaN are legitimate values: kernels run with
+    numpy's floating-point warnings silenced by the execution (Execution.run, once per
+    computation; constant folding likewise), so no np.errstate here (about 1.5 us a call)."""
     if out_dtype == np.float32:
         def k(i, o):
             x = i[0]
             if x.dtype != np.float32:
                 x = x.astype(np.float32)
-            with np.errstate(all="ignore"):
-                fn(x, o[0])
+            fn(x, o[0])
     else:
         def k(i, o):
             tmp = np.empty(o[0].shape, np.float32)
-            with np.errstate(all="ignore"):
-                fn(i[0].astype(np.float32), tmp)
-                o[0][...] = tmp
+            fn(i[0].astype(np.float32), tmp)
+            o[0][...] = tmp
     return k
 
 

@@ -153,8 +153,7 @@ class Dequantize(Op):
             scales = np.asarray(ch.scales, np.float32).reshape(shape)
 
             def k(i, o):
-                with np.errstate(all="ignore"):
-                    o[0][...] = i[0].astype(np.float32) * scales
+                o[0][...] = i[0].astype(np.float32) * scales
             return k
         # every 8-bit code's value, (q - zp) * scale in float32 (then rounded to float16 for a
         # float16 output), gathered by the input's bytes: one numpy call (a one-value
@@ -203,8 +202,7 @@ class Cast(Op):
         if ti == to or to in (F16, F32) or (to == I32 and not float_in):
             # exact copies, integer widening, and rounding-to-nearest float conversions
             def k(i, o):
-                with np.errstate(all="ignore"):
-                    o[0][...] = i[0]
+                o[0][...] = i[0]
             return k
         if to == Q8:
             if float_in:

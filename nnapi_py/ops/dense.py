@@ -17,7 +17,7 @@ from .. import constants as C
 from .base import Op, register, value_error
 from . import quant as Q
 from .quant import OutputStage, centered_max, exact_dtype, scale_product  # noqa: F401  (re-exported)
-from .common import check_bias_quant, Derived
+from .common import check_bias_quant, Derived, small
 
 F16, F32, I32 = C.TENSOR_FLOAT16, C.TENSOR_FLOAT32, C.TENSOR_INT32
 Q8, Q8S = C.TENSOR_QUANT8_ASYMM, C.TENSOR_QUANT8_ASYMM_SIGNED
@@ -75,6 +75,44 @@ class QuantGemm:
 
 
 # ---- FULLY_CONNECTED ------------------------------------------------------------------------------
+def _small_float_fc(ins, outs, fuse, size):
+    """The lean float32 FULLY_CONNECTED of small tensors with constant weights and bias: the
+    general kernel's numpy calls (product into the output, bias added in place, activation)
+    with everything else done here, so the same bits in 2-3 calls."""
+    wt = np.ascontiguousarray(np.asarray(ins[1].value).T, dtype=np.float32)
+    bias = np.asarray(ins[2].value, np.float32)
+    flat = tuple(ins[0].dims) != (int(outs[0].dims[0]), size)
+    act = _bound_activation(fuse)
+    matmul, add = np.matmul, np.add
+
+    def k(i, o):
+        out = o[0]
+        x = i[0].reshape(-1, size) if flat else i[0]
+        if out.flags.c_contiguous:
+            matmul(x, wt, out=out)
+        else:
+            out[...] = matmul(x, wt)
+        add(out, bias, out=out)
+        if act is not None:
+            act(out)
+    return k
+
+
+def _bound_activation(fuse):
+    """fn(a): quant.apply_float_activation(a, fuse) on float32 a, the same ufunc call bound
+    once (None for FUSED_NONE)."""
+    if fuse == C.FUSED_RELU:
+        if Q._CLIP_UFUNC is not None:
+            clip, top = Q._CLIP_UFUNC, Q._CLIP_FAST[np.dtype(np.float32)]
+            return lambda a: clip(a, 0, top, out=a)
+        return lambda a: np.maximum(a, 0, out=a)
+    if fuse == C.FUSED_RELU1:
+        return lambda a: Q.clip_inplace(a, -1, 1)
+    if fuse == C.FUSED_RELU6:
+        return lambda a: Q.clip_inplace(a, 0, 6)
+    return None
+
+
 @register
 class FullyConnected(Op):
     name = "FULLY_CONNECTED"
@@ -132,6 +170,8 @@ class FullyConnected(Op):
         t = ins[0].type
         fuse = fuse_value(ins, 3)
         units, size = int(ins[1].dims[0]), int(ins[1].dims[1])
+        if t == F32 and ins[1].value is not None and ins[2].value is not None and small(ins[0], outs[0]):
+            return _small_float_fc(ins, outs, fuse, size)
         if t in FLOATS:
             wt = Derived(ins[1].value, lambda w: np.ascontiguousarray(w.T, dtype=np.float32))
             bias = Derived(ins[2].value, lambda b: b.astype(np.float32))

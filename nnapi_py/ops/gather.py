@@ -72,11 +72,19 @@ class Gather(Op):
         if ins[2].value is not None:     # constant indices: BAD_DATA at compilation
             check_indices(self.name, "indices", np.asarray(ins[2].value), size, at_runtime=False)
         name = self.name
+        const = ins[2].value
+        few = ins[2].dims is not None and int(np.prod(ins[2].dims)) <= 16
 
         def k(i, o):
             idx = i[2]
-            check_indices(name, "indices", idx, size, at_runtime=True)
-            np.take(i[0], idx, axis=axis, out=o[0], mode="clip")
+            if idx is not const:            # constant indices were checked at compilation
+                if few:                     # a few indices (a loop counter): checked as Python ints
+                    for v in idx.reshape(-1).tolist():
+                        if not 0 <= v < size:
+                            check_indices(name, "indices", idx, size, at_runtime=True)
+                else:
+                    check_indices(name, "indices", idx, size, at_runtime=True)
+            i[0].take(idx, axis=axis, out=o[0], mode="clip")
         return k
 
 

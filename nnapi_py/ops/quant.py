@@ -1215,12 +1215,12 @@ class TableProduct:
             flat = self._flat(out)
             loc.bufs = (shape, xa, xin, out if kept_array(out) else None, flat, z)
         if self.steps is None:
-            if _CLIP_UFUNC is not None:
-                _CLIP_UFUNC(z, self.low, self.high, out=z)
+            b = flat if flat is not None else np.empty(self.c, np.uint8)
+            if _CLIP_UFUNC is not None:     # the clamp stored into the bytes (the store's own cast)
+                _CLIP_UFUNC(z, self.low, self.high, out=b, casting="unsafe")
             else:
                 np.clip(z, self.low, self.high, out=z)
-            b = flat if flat is not None else np.empty(self.c, np.uint8)
-            b[...] = z
+                b[...] = z
             if self.flip is not None:
                 np.bitwise_xor(b, self.flip, out=b)
             if flat is None:

@@ -1,0 +1,228 @@
+"""Issue 41's small-tensor path: the lean kernel variants an operation takes when its tensors
+have at most common.SMALL elements give the bits of the general variants (which the same
+shapes get with SMALL set to 0 before compiling), float and quantized, over random shapes
+and parameters; the WHILE body's flat run (Plan.run_static) gives the results of the
+per-operation one; and loose ceilings on the per-execution cost beyond the kernels."""
+import time
+
+import numpy as np
+import pytest
+
+import nnapi_py as nn
+from nnapi_py.ops import common
+
+RNG_SEEDS = range(6)
+
+
+def _both(build, feed):
+    """Outputs of the model build() makes, compiled with the small path and without it."""
+    outs = []
+    for small in (common.SMALL, 0):
+        saved = common.SMALL
+        common.SMALL = small
+        try:
+            m = build()
+            c = m.compile()
+        finally:
+            common.SMALL = saved
+        outs.append(c.run(feed))
+    return outs
+
+
+def _same(a, b):
+    for k in a:
+        x, y = np.asarray(a[k]), np.asarray(b[k])
+        assert x.dtype == y.dtype and x.shape == y.shape, k
+        assert x.tobytes() == y.tobytes(), f"{k}: small path {x.ravel()[:8]} general {y.ravel()[:8]}"
+
+
+def _shape(rng, rank, most=6):
+    return tuple(int(v) for v in rng.integers(1, most, rank))
+
+
+@pytest.mark.parametrize("seed", RNG_SEEDS)
+@pytest.mark.parametrize("fuse", [0, 1, 2, 3])
+def test_fully_connected_float(seed, fuse):
+    rng = np.random.default_rng(seed * 7 + fuse)
+    size, units, batch = int(rng.integers(1, 40)), int(rng.integers(1, 40)), int(rng.integers(1, 4))
+    rank = int(rng.integers(2, 5))
+    shape = (batch, size) if rank == 2 else (batch,) + (1,) * (rank - 2) + (size,)
+    w = rng.standard_normal((units, size)).astype(np.float32)
+    b = rng.standard_normal(units).astype(np.float32)
+    x = (rng.standard_normal(shape) * 2).astype(np.float32)
+    x.ravel()[0] = np.nan if seed == 3 else x.ravel()[0]
+
+    def build():
+        m = nn.Model()
+        xi = m.input("x", nn.float32, shape)
+        m.output(m.op("FULLY_CONNECTED", xi, w, b, fuse, outputs=[(nn.float32, (batch, units))]), "y")
+        return m
+    _same(*_both(build, {"x": x}))
+
+
+def _qtype(rng, signed):
+    scale = float(rng.uniform(0.01, 0.2))
+    zp = int(rng.integers(-20, 20)) if signed else int(rng.integers(100, 156))
+    return (nn.quant8_asymm_signed if signed else nn.quant8_asymm)(scale, zp)
+
+
+def _qvalues(rng, shape, signed):
+    return rng.integers(-128, 128, shape).astype(np.int8) if signed else \
+        rng.integers(0, 256, shape).astype(np.uint8)
+
+
+@pytest.mark.parametrize("seed", RNG_SEEDS)
+@pytest.mark.parametrize("op", ["ADD", "SUB", "MUL", "MAXIMUM", "MINIMUM", "EQUAL", "GREATER", "LESS_EQUAL"])
+@pytest.mark.parametrize("signed", [False, True])
+def test_quantized_pair_tables(seed, op, signed):
+    rng = np.random.default_rng(seed)
+    rank = int(rng.integers(1, 5))
+    sa = _shape(rng, rank)
+    sb = tuple(1 if rng.random() < 0.3 else d for d in sa)[int(rng.integers(0, rank)):]    # broadcast
+    sb = sb or (1,)
+    ta, tb, to = _qtype(rng, signed), _qtype(rng, signed), _qtype(rng, signed)
+    if op == "MUL":
+        to = (nn.quant8_asymm_signed if signed else nn.quant8_asymm)(ta.scale * tb.scale * 1.5, to.zero_point)
+    out_shape = tuple(np.broadcast_shapes(sa, sb))
+    fuse = int(rng.integers(0, 4))
+    a, b = _qvalues(rng, sa, signed), _qvalues(rng, sb, signed)
+
+    def build():
+        m = nn.Model()
+        x, y = m.input("a", ta, sa), m.input("b", tb, sb)
+        if op in ("ADD", "SUB", "MUL"):
+            r = m.op(op, x, y, fuse, outputs=[(to, out_shape)])
+        elif op in ("MAXIMUM", "MINIMUM"):
+            r = m.op(op, x, y, outputs=[(to, out_shape)])
+        else:
+            r = m.op(op, x, y, outputs=[(nn.bool8, out_shape)])
+        m.output(r, "y")
+        return m
+    _same(*_both(build, {"a": a, "b": b}))
+
+
+@pytest.mark.parametrize("seed", RNG_SEEDS)
+def test_reduce_any_all_mean(seed):
+    """REDUCE_ANY / REDUCE_ALL call their ufunc's reduce (np.any / np.all without the Python
+    wrappers); MEAN keeps its output views: against numpy."""
+    rng = np.random.default_rng(seed)
+    shape = _shape(rng, 3)
+    axes = np.array(sorted(set(int(v) for v in rng.integers(0, 3, 2))), np.int32)
+    x = (rng.random(shape) < 0.3).astype(np.bool_)
+    f = rng.standard_normal(shape).astype(np.float32)
+    m = nn.Model()
+    xi, fi = m.input("x", nn.bool8, shape), m.input("f", nn.float32, shape)
+    for name in ("REDUCE_ANY", "REDUCE_ALL"):
+        m.output(m.op(name, xi, axes, True, outputs=[(nn.bool8, None)]), name)
+    m.output(m.op("MEAN", fi, axes, 1), "MEAN")
+    c = m.compile()
+    e = c.execution(reusable=True)
+    for _ in range(2):                  # a second run on the kept output views
+        got = e.run({"x": x, "f": f})
+        assert np.array_equal(got["REDUCE_ANY"].reshape(-1), np.any(x, axis=tuple(axes)).reshape(-1))
+        assert np.array_equal(got["REDUCE_ALL"].reshape(-1), np.all(x, axis=tuple(axes)).reshape(-1))
+        want = np.add.reduce(f, axis=tuple(axes), keepdims=True) / np.float32(np.prod([shape[a] for a in axes]))
+        assert got["MEAN"].tobytes() == want.astype(np.float32).tobytes()
+
+
+def test_gather_few_indices_checked():
+    """A few non-constant indices are checked as Python ints: in range they gather, out of range
+    the computation fails (OP_FAILED) naming the value."""
+    m = nn.Model()
+    x = m.input("x", nn.float32, (5, 3))
+    idx = m.input("i", nn.int32, (2,))
+    m.output(m.op("GATHER", x, 0, idx, outputs=[(nn.float32, (2, 3))]), "y")
+    c = m.compile()
+    xv = np.arange(15, dtype=np.float32).reshape(5, 3)
+    assert np.array_equal(c.run({"x": xv, "i": np.array([4, 1], np.int32)})["y"], xv[[4, 1]])
+    with pytest.raises(nn.NNAPIError, match="value 5 is out of range"):
+        c.run({"x": xv, "i": np.array([0, 5], np.int32)})
+
+
+def _counter_loop(n_iter):
+    """WHILE i < n: (i + 1, acc * 0.5 + x) -- a body of small float operations."""
+    cond = nn.Model("cond")
+    i, acc, x = cond.input("i", nn.int32, (1,)), cond.input("acc", nn.float32, (2, 3)), cond.input("x", nn.float32, (2, 3))
+    cond.output(cond.op("LESS", i, np.array([n_iter], np.int32), outputs=[(nn.bool8, (1,))]), "c")
+    body = nn.Model("body")
+    bi, bacc, bx = body.input("i", nn.int32, (1,)), body.input("acc", nn.float32, (2, 3)), body.input("x", nn.float32, (2, 3))
+    body.output(body.op("ADD", bi, np.array([1], np.int32), 0, outputs=[(nn.int32, (1,))]), "i2")
+    half = body.op("MUL", bacc, np.full((2, 3), 0.5, np.float32), 0, outputs=[(nn.float32, (2, 3))])
+    body.output(body.op("ADD", half, bx, 1, outputs=[(nn.float32, (2, 3))]), "acc2")
+    m = nn.Model()
+    i0, a0, x0 = m.input("i", nn.int32, (1,)), m.input("acc", nn.float32, (2, 3)), m.input("x", nn.float32, (2, 3))
+    r = m.op("WHILE", cond, body, i0, a0, x0, outputs=[(nn.int32, (1,)), (nn.float32, (2, 3))])
+    m.output(r[0], "i_out")
+    m.output(r[1], "acc_out")
+    return m
+
+
+def test_while_body_flat_run_matches_reference():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2, 3)).astype(np.float32)
+    got = _counter_loop(7).compile().run({"i": np.array([0], np.int32), "acc": np.zeros((2, 3), np.float32), "x": x})
+    acc = np.zeros((2, 3), np.float32)
+    for _ in range(7):
+        acc = np.maximum(acc * np.float32(0.5) + x, 0)
+    assert got["i_out"].tolist() == [7]
+    assert got["acc_out"].tobytes() == acc.astype(np.float32).tobytes()
+
+
+def test_while_flat_run_same_as_per_operation_run(monkeypatch):
+    """The loop's sub-plans run flat (run_static); the same loop with that disabled runs them
+    operation by operation (run_dynamic): the same bytes."""
+    from nnapi_py.plan import Plan
+    rng = np.random.default_rng(2)
+    feed = {"i": np.array([0], np.int32), "acc": rng.standard_normal((2, 3)).astype(np.float32),
+            "x": rng.standard_normal((2, 3)).astype(np.float32)}
+    c = _counter_loop(5).compile()
+    flat = c.run(feed)
+    calls = []
+    real = Plan.run_static
+
+    def refuse(self, *a, **k):
+        calls.append(1)
+        return real(self, *a, **k)
+    monkeypatch.setattr(Plan, "run_static", refuse)
+    c.run(feed)
+    assert calls, "the WHILE sub-plans did not take the flat run"
+    from nnapi_py.ops import control
+    monkeypatch.setattr(control, "FLAT", False)
+    calls.clear()
+    slow = _counter_loop(5).compile().run(feed)
+    assert not calls
+    _same(flat, slow)
+
+
+def _cpu_us(fn, n=300, batches=7):
+    v = []
+    for _ in range(batches):
+        t0 = time.thread_time()
+        for _ in range(n):
+            fn()
+        v.append((time.thread_time() - t0) / n * 1e6)
+    return sorted(v)[len(v) // 2]
+
+
+def test_execution_overhead_ceiling():
+    """The cost of an execution beyond its kernels (a reusable execution of 16 small ADDs, every
+    kernel replaced by a no-op), through the C ABI and the Python API: a loose ceiling, 4x issue
+    41's 10 us + 0.5 us an operation (CPU time; this machine's slow moments)."""
+    from nnapi_py import ffi, lib, _capi
+    m = nn.Model()
+    x = m.input("x", nn.float32, (1, 16))
+    y = x
+    for _ in range(16):
+        y = m.op("ADD", y, np.full((1, 16), 0.5, np.float32), 0, outputs=[(nn.float32, (1, 16))])
+    m.output(y, "y")
+    e = m.compile().execution(reusable=True)
+    e.run({"x": np.zeros((1, 16), np.float32)})
+    ex = _capi._H[int(ffi.cast("uintptr_t", e.handle))]
+    for ab in ex.plan._arenas:
+        ab[1][:] = [(lambda i, o: None, ia, oa) for _, ia, oa in ab[1]]
+    h = e.handle
+    limit = 4 * (10 + 0.5 * 16)
+    c_us = _cpu_us(lambda: lib.ANeuralNetworksExecution_compute(h))
+    py_us = _cpu_us(lambda: e.run(copy=False))
+    assert c_us < limit, f"compute beyond kernels {c_us:.1f} us"
+    assert py_us < limit, f"Execution.run beyond kernels {py_us:.1f} us"
