@@ -226,3 +226,27 @@ def test_execution_overhead_ceiling():
     py_us = _cpu_us(lambda: e.run(copy=False))
     assert c_us < limit, f"compute beyond kernels {c_us:.1f} us"
     assert py_us < limit, f"Execution.run beyond kernels {py_us:.1f} us"
+
+
+@pytest.mark.parametrize("seed", RNG_SEEDS)
+@pytest.mark.parametrize("signed", [False, True])
+def test_quantized_average_pool(seed, signed):
+    """The small image's window sums as one product with the window matrix: the general kernel's
+    bytes, padding (windows with fewer cells), strides, activations, NCHW."""
+    rng = np.random.default_rng(seed + 100 * signed)
+    n, h, w, c = 1 + seed % 2, int(rng.integers(1, 9)), int(rng.integers(1, 9)), int(rng.integers(1, 5))
+    fh, fw = int(rng.integers(1, h + 1)), int(rng.integers(1, w + 1))
+    sh, sw = int(rng.integers(1, 3)), int(rng.integers(1, 3))
+    pad = int(rng.integers(1, 3))                     # 1 SAME, 2 VALID
+    fuse = int(rng.integers(0, 4))
+    nchw = bool(seed % 3 == 0)
+    t = _qtype(rng, signed)
+    shape = (n, c, h, w) if nchw else (n, h, w, c)
+    x = _qvalues(rng, shape, signed)
+
+    def build():
+        m = nn.Model()
+        xi = m.input("x", t, shape)
+        m.output(m.op("AVERAGE_POOL_2D", xi, pad, sw, sh, fw, fh, fuse, nchw, outputs=[t]), "y")
+        return m
+    _same(*_both(build, {"x": x}))

@@ -24,6 +24,7 @@ from .. import constants as C
 from .base import Op, register, value_error
 from .padding import implicit_padding, out_size
 from . import quant as Q
+from . import common
 from .common import (check_layout, check_rank4, check_scalar_type, nchw_flag, nhwc_kernel, scalar_of,
                       zero_sized_const_level)
 
@@ -279,6 +280,38 @@ class _Geometry:
         return b
 
 
+def _small_quant_average(geo, cnt, half, signed, lo, hi):
+    """Quantized AVERAGE_POOL_2D of a small image (the small-tensor path, common.SMALL): the window
+    sums as one product of the input's pixels with the [OH*OW, H*W] window matrix made here (0 / 1
+    entries: integer sums below 2**24, exact in float32, the values geo.reduce adds pass by
+    pass), then the general kernel's rounding passes, the clamp stored into the output."""
+    p = np.zeros((geo.oh, geo.ow, geo.h, geo.w), np.float32)
+    for r0, r1, i0 in geo.rows:
+        for c0, c1, j0 in geo.cols:
+            for o in range(r0, r1):
+                for q in range(c0, c1):
+                    p[o, q, i0 + (o - r0) * geo.sh, j0 + (q - c0) * geo.sw] = 1
+    p = p.reshape(geo.oh * geo.ow, geo.h * geo.w)
+    hw, shape = geo.h * geo.w, (geo.oh, geo.ow)
+    clip = Q._CLIP_UFUNC
+
+    def core(x, y):
+        n, c = x.shape[0], x.shape[3]
+        s = np.matmul(p, x.reshape(n, hw, c)).reshape((n,) + shape + (c,))
+        r = np.abs(s) if signed else s
+        r += half
+        r /= cnt
+        np.floor(r, out=r)
+        if signed:
+            np.copysign(r, s, out=r)
+        if clip is not None:
+            clip(r, lo, hi, out=y, casting="unsafe")
+        else:
+            np.clip(r, lo, hi, out=r)
+            y[...] = r
+    return core
+
+
 @register
 class AveragePool2D(Pool2D):
     name = "AVERAGE_POOL_2D"
@@ -292,6 +325,8 @@ class AveragePool2D(Pool2D):
             cnt = geo.count.astype(acc)
             half = (geo.count // 2).astype(acc)
             signed = t == Q8S
+            if acc == np.float32 and geo.h * geo.w * geo.oh * geo.ow <= common.SMALL:
+                return _small_quant_average(geo, cnt, half, signed, lo, hi)
 
             def core(x, y):
                 s = geo.reduce(x, np.add, 0, acc)
