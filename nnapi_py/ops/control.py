@@ -104,16 +104,22 @@ def _subplan(node, model):
 FLAT = True    # static sub-plans run flat (False: operation by operation; the tests compare the two)
 
 
-def _run(plan, values, deadline):
+def _run(plan, values, deadline, spare=None):
     """Run a referenced model's plan on arrays; returns fresh output arrays.  A static plan
     (every shape known when it was compiled) whose inputs have its compiled shapes runs its
     kernels as a flat list (Plan.run_static, as an execution does): no per-operation shape
-    work, which in a WHILE body of small tensors (a GRU step) cost more than its kernels."""
+    work, which in a WHILE body of small tensors (a GRU step) cost more than its kernels.
+    spare: a list holding the output arrays to write (made there on first use), or None."""
     ins = [None if v is None else (v if np.ndim(v) or not isinstance(v, np.ndarray) else v[()]) for v in values]
     if FLAT and plan.static and plan.failure is None and all(plan.out_refs):
         if all(s is not None and a is not None and np.shape(a) == s for a, s in zip(ins, plan.in_static)):
-            outs = [np.empty(s, dt) for s, dt in zip(plan.out_shapes, plan.out_dtypes)]
-            plan.run_static(ins, outs, deadline)
+            if spare:
+                outs = spare[0]
+            else:
+                outs = [np.empty(s, dt) for s, dt in zip(plan.out_shapes, plan.out_dtypes)]
+                if spare is not None:
+                    spare.append(outs)
+            plan.run_static(ins, outs, deadline, True)     # our own arrays: kept bound
             return outs
     outs = {}
 
@@ -181,11 +187,16 @@ class While(_Control):
         vals = list(ins[2:])
         timeout = getattr(loop, "timeout", C.DEFAULT_LOOP_TIMEOUT_NS)
         end = time.monotonic_ns() + timeout
+        # the body's results alternate between two sets of arrays of this computation: a step
+        # writes the set its inputs are not in (the one the step before last wrote)
+        spares = ([], [])
+        step = 0
         while True:
             c = _run(cond_plan, vals, deadline)[0]
             if not bool(np.asarray(c).reshape(-1)[0]):
                 break
-            vals = _run(body_plan, vals, deadline) + vals[m + k:]
+            vals = _run(body_plan, vals, deadline, spares[step & 1]) + vals[m + k:]
+            step += 1
             if time.monotonic_ns() > end:
                 raise NNError(C.MISSED_DEADLINE_TRANSIENT,
                               f"WHILE: the loop ran longer than the loop timeout ({timeout / 1e9:g} s)")
