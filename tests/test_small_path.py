@@ -250,3 +250,42 @@ def test_quantized_average_pool(seed, signed):
         m.output(m.op("AVERAGE_POOL_2D", xi, pad, sw, sh, fw, fh, fuse, nchw, outputs=[t]), "y")
         return m
     _same(*_both(build, {"x": x}))
+
+
+@pytest.mark.parametrize("seed", range(10))
+@pytest.mark.parametrize("signed", [False, True])
+def test_quantized_conv2d(seed, signed):
+    """A small quantized CONV_2D with constant filter and bias: patches gathered by one index and
+    one product (the small path) against the general im2col kernel: padding, strides, dilation,
+    activations, per-tensor and per-channel filters, zero points."""
+    rng = np.random.default_rng(seed + 50 * signed)
+    n, h, w, c, o = 1 + seed % 2, int(rng.integers(1, 9)), int(rng.integers(1, 9)), int(rng.integers(1, 4)), \
+        int(rng.integers(1, 6))
+    kh, kw = int(rng.integers(1, min(h, 3) + 1)), int(rng.integers(1, min(w, 3) + 1))
+    t = _qtype(rng, signed)
+    per_channel = signed and seed % 2 == 0
+    if per_channel:
+        scales = rng.uniform(0.005, 0.05, o).astype(np.float32)
+        wt = nn.quant8_symm_per_channel(scales.tolist(), 0)
+        wv = rng.integers(-127, 128, (o, kh, kw, c)).astype(np.int8)
+        bscale = [float(np.float32(t.scale) * s) for s in scales]
+        bias = rng.integers(-2000, 2000, o).astype(np.int32)
+    else:
+        wt = _qtype(rng, signed)
+        wv = _qvalues(rng, (o, kh, kw, c), signed)
+        bscale = float(np.float32(t.scale) * np.float32(wt.scale))
+        bias = rng.integers(-2000, 2000, o).astype(np.int32)
+    ot = (nn.quant8_asymm_signed if signed else nn.quant8_asymm)(float(rng.uniform(0.05, 0.5)),
+                                                                 int(rng.integers(-10, 10)) if signed else 128)
+    pad, sw, sh, fuse = int(rng.integers(1, 3)), int(rng.integers(1, 3)), int(rng.integers(1, 3)), int(rng.integers(0, 4))
+    x = _qvalues(rng, (n, h, w, c), signed)
+
+    def build():
+        m = nn.Model()
+        xi = m.input("x", t, (n, h, w, c))
+        wi = m.constant(wv, wt)
+        bi = m.constant(bias, nn.OperandType(nn.int32.code, 0.0 if per_channel else bscale, 0)) \
+            if hasattr(nn, "OperandType") else bias
+        m.output(m.op("CONV_2D", xi, wi, bi, pad, sw, sh, fuse, outputs=[ot]), "y")
+        return m
+    _same(*_both(build, {"x": x}))

@@ -35,6 +35,7 @@ from .base import Op, kept_array, register, tname, value_error
 from . import quant as Q
 from .padding import implicit_padding, out_size, window_view, strided_view
 from .quant import OutputStage, centered_max, exact_dtype, scale_product
+from . import common
 from .common import F16, F32, I32, Q8, Q8S, QPC, FLOATS, Derived, Scratch, check_bias_quant, copy_pixels, row_repeats
 
 BOOL, INT32 = C.BOOL, C.INT32
@@ -884,6 +885,53 @@ def _conv_blocks_transposed(win, pk, on, epi, bufs, aug, rows, direct):
                 epi(dst, dst, True)
 
 
+def _small_quant_conv(res, pk, bias, dims, pads, geom, o):
+    """The quantized CONV_2D of a small image with a constant filter and bias (the small-tensor
+    path, common.SMALL): every patch gathered by one advanced index from the input's values in
+    the product's dtype (centred by the zero point or not, as the general kernel: res.centring),
+    followed by the padding's value and, where the GEMM adds the bias (res.augmented), a one;
+    one product; the general kernel's epilogue (OutputStage).  The same exact integer sums, so
+    the same bytes, in 4 numpy calls before the epilogue instead of a copy per patch block."""
+    n, h, w, c = dims
+    pt, pl = pads
+    kh, kw, (sh, sw), (dh, dw), oh, ow = geom
+    zx, fill = res.centring(pk, bias)
+    aug = res.augmented(pk, bias)
+    mat = (aug if aug is not None else pk).mat
+    epi = res.epilogue(pk, bias)
+    dt = pk.dtype
+    hwc = h * w * c
+    oy, ox, ky, kx, ci = np.ix_(np.arange(oh), np.arange(ow), np.arange(kh), np.arange(kw), np.arange(c))
+    iy, ix = oy * sh + ky * dh - pt, ox * sw + kx * dw - pl
+    inside = (iy >= 0) & (iy < h) & (ix >= 0) & (ix < w)
+    idx = np.where(inside, (iy * w + ix) * c + ci, hwc).reshape(oh * ow, kh * kw * c)
+    if aug is not None:                 # the ones column of the bias row
+        idx = np.hstack([idx, np.full((oh * ow, 1), hwc + 1)])
+    idx = np.ascontiguousarray(idx, np.intp)
+    pad = dt(fill if not zx else 0)     # the padding's value in the product's domain
+    zxv = dt(zx)
+    scratch = Scratch()
+
+    def init(a):
+        a[:, hwc] = pad
+        a[:, hwc + 1] = 1
+
+    def run(x, out):
+        bufs = scratch.take()
+        try:
+            xa = bufs.array("xa", (n, hwc + 2), dt, init=init)
+            v = xa[:, :hwc]
+            if zx:
+                np.subtract(x.reshape(n, hwc), zxv, out=v)
+            else:
+                np.copyto(v, x.reshape(n, hwc), casting="unsafe")
+            acc = np.matmul(xa[:, idx], mat)            # [n, OH*OW, O]
+            epi(acc.reshape(n, oh, ow, o), out, False)
+        finally:
+            scratch.give(bufs)
+    return run
+
+
 def _conv_like_build(op, ins, outs, L, groups_of=None):
     """build() shared by CONV_2D and GROUPED_CONV_2D."""
     nchw, (n, h, w, c), pads, strides, dil, fuse = op.params(ins, L)
@@ -919,8 +967,15 @@ def _conv_like_build(op, ins, outs, L, groups_of=None):
 
     filter_src = packed.src
     raw = res.quant and groups == 1 and (kh, kw) == (1, 1) and not nchw and not any(pads)
+    lean = None
+    if res.quant and one is None and pk0 is not None and bias_const is not None and groups == 1 and not nchw \
+            and common.small(ins[0], outs[0]) and n * oh * ow * kh * kw * c <= 16 * common.SMALL:
+        lean = _small_quant_conv(res, pk0, bias_const, (n, h, w, c), (pt, pl), geom, o)
 
     def kernel(i, oarr):
+        if lean is not None and i[1] is filter_src and i[2] is bias_const:
+            lean(i[0], oarr[0])
+            return
         out = oarr[0]
         if one is not None and i[1] is filter_src and i[2] is bias_const:
             one(i[0], out)
