@@ -131,7 +131,22 @@ def open_library(path=None):
     every declared name resolved at once (resolve_all)."""
     from . import library_path
     ffi, _ = declared_ffi()
-    return ffi, resolve_all(ffi.dlopen(path or os.environ.get("NNAPI_PY_LIB") or library_path()))
+    env = None if path else os.environ.get("NNAPI_PY_LIB")
+    try:
+        lib = resolve_all(ffi.dlopen(path or env or library_path()))
+        if env and not hasattr(lib, "ANeuralNetworksModel_create"):
+            raise OSError("it exports no ANeuralNetworks* function")
+        return ffi, lib
+    except OSError as e:
+        if not env:
+            raise
+        try:
+            default = library_path()
+        except FileNotFoundError:
+            default = "the package's library"
+        said = str(e).split(".  Additionally", 1)[0]
+        raise OSError(f"NNAPI_PY_LIB={env!r}: cannot load it as libneuralnetworks.so ({said}); expected the path of a "
+                      f"built library (unset it to use {default})") from None
 
 
 def resolve_all(lib):

@@ -11,9 +11,13 @@ desktop (README, "Testing your client's code paths"):
   (``addOperand``/``addOperation``, value-dependent ones at ``Model_finish``); functions of later
   levels return ``OP_FAILED`` with a reason (the real library would lack the symbol).
 * ``NNAPI_PY_DEVICES``: the device list.  Compact form ``name=preset[:TYPE][:level][:fp16]``
-  separated by commas (``gpu=float-fast:GPU:fp16,npu=quant:ACCELERATOR:4``), or JSON (text, or a
-  file path / ``@path``) ``{"devices": [{"name", "preset", "type", "feature_level", "version",
-  "operations", "performance", "numerics"}], "faults": [...]}``.  Presets after Android's sample
+  separated by commas (``gpu=float-fast:GPU:fp16,npu=quant:ACCELERATOR:4``): a name (no space,
+  none of ``,;:=@{}[]"'``), ``=`` and a preset are required, each option at most once (TYPE one
+  of UNKNOWN, OTHER, CPU, GPU, ACCELERATOR; level 1..8 or 27..35; fp16 or fp32).  Or JSON (text,
+  or a file path / ``@path``) ``{"devices": [{"name", "preset", "type", "feature_level",
+  "version", "operations", "performance", "numerics"}], "faults": [...]}``: unknown keys,
+  operation names and performance classes (float32, quant8, relaxed, if, while: ``[exec_time,
+  power]``, positive) are errors.  Presets after Android's sample
   drivers: ``all``, ``float-fast``, ``float-slow``, ``quant``, ``minimal`` (and ``cpu``: ``all`` as
   a CPU device).  ``fp16`` (``"numerics": "fp16"``): the device computes a model relaxed with
   ``relaxComputationFloat32toFloat16`` in float16, as accelerators do: its partition's float32
@@ -26,7 +30,10 @@ desktop (README, "Testing your client's code paths"):
   the device stays dead: every later compilation, execution and ``Device_wait``) and ``delay=MS``.
   Counting is per fault, over the compilations (``compile-fail``) or executions (the others) that
   reach the device: ``@every=3`` fires on the 3rd, 6th, ..., ``@from=2`` on every one from the 2nd,
-  neither on every one.
+  neither on every one.  Only ``delay`` takes a value (milliseconds >= 0); ``@every`` and
+  ``@from`` take a count >= 1, one of them at most; ``,`` also separates faults.
+* A malformed setting is one line on stderr (``nnapi_py: ignoring VAR='value': ... (expected
+  FORM)``), once per process, and is ignored: the valid ones still apply.
 
 ``Compilation_create`` partitions a model as Android's runtime does: each operation goes to the
 listed device that supports it with the best performance figure for the preference; operations
@@ -50,7 +57,7 @@ import threading
 import time
 
 from . import constants as C
-from .errors import NNError, bad_data
+from .errors import NNError, bad_data, say_once
 
 TYPES = {"UNKNOWN": 0, "OTHER": 1, "CPU": 2, "GPU": 3, "ACCELERATOR": 4}
 TYPE_NAMES = {v: k for k, v in TYPES.items()}
@@ -237,71 +244,184 @@ def parse_level(text):
     raise ValueError(f"feature level {text!r}: expected 1..8 or an Android API level 27..35")
 
 
+DEVICE_FORM = "name=preset[:TYPE][:level][:fp16],... or JSON (text, a file, or @file)"
+FAULT_FORM = "device:kind[=value][@every=K|@from=N];..."
+_DEVICE_KEYS = ("name", "preset", "type", "feature_level", "version", "operations", "performance", "numerics")
+_PERFORMANCE_CLASSES = ("float32", "quant8", "relaxed", "if", "while")
+_NAME_BAD_TEXT = ",;:=@{}[]\"'"
+_NAME_BAD = set(" \t\n" + _NAME_BAD_TEXT)
+
+
+def _device_name(name, text):
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"device {text!r}: a device needs a name (name=preset)")
+    if _NAME_BAD & set(name):
+        raise ValueError(f"device {text!r}: the name {name!r} has a space or one of {_NAME_BAD_TEXT}")
+    return name
+
+
+def _compact_device(text):
+    """name=preset[:TYPE][:level][:fp16] as a JSON-form dict (each option once)."""
+    name, eq, rest = text.partition("=")
+    if not eq:
+        raise ValueError(f"device {text!r} has no '=' (presets: {', '.join(PRESETS)})")
+    parts = rest.split(":")
+    spec = {"name": _device_name(name.strip(), text), "preset": parts[0].strip()}
+    for p in parts[1:]:
+        p = p.strip()
+        if p.isdigit():
+            key, value = "feature_level", int(p)
+        elif p.lower() in NUMERICS:
+            key, value = "numerics", p.lower()
+        elif p.upper() in TYPES:
+            key, value = "type", p.upper()
+        else:
+            raise ValueError(f"device {text!r}: option {p!r} is none of a device type ({', '.join(TYPES)}), a "
+                             f"feature level (1..8 or 27..35) or {' / '.join(NUMERICS)}")
+        if key in spec:
+            raise ValueError(f"device {text!r}: two {key.replace('_', ' ')} options")
+        spec[key] = value
+    return spec
+
+
 def device_from(spec):
     if isinstance(spec, Device):
         return spec
-    if isinstance(spec, str):               # compact: name=preset[:TYPE][:level]
-        name, _, rest = spec.partition("=")
-        parts = [p for p in rest.split(":") if p] if rest else ["all"]
-        spec = {"name": name.strip(), "preset": parts[0]}
-        for p in parts[1:]:
-            if p.isdigit():
-                spec["feature_level"] = int(p)
-            elif p.lower() in NUMERICS:
-                spec["numerics"] = p.lower()
-            else:
-                spec["type"] = p.upper()
+    text = spec
+    if isinstance(spec, str):               # compact: name=preset[:TYPE][:level][:fp16]
+        spec = _compact_device(spec.strip())
+    if not isinstance(spec, dict):
+        raise ValueError(f"device {text!r}: expected {DEVICE_FORM} (a JSON device is an object)")
+    unknown = sorted(set(spec) - set(_DEVICE_KEYS))
+    if unknown:
+        raise ValueError(f"device {spec.get('name')!r}: unknown keys {unknown} (keys: {', '.join(_DEVICE_KEYS)})")
     preset = spec.get("preset", "all")
     if preset not in PRESETS:
         raise ValueError(f"device {spec.get('name')!r}: unknown preset {preset!r} (one of {', '.join(PRESETS)})")
     type_, supports, perf = PRESETS[preset]
-    perf = dict(perf)
-    for cls, v in (spec.get("performance") or {}).items():
-        perf[cls] = (float(v["exec_time"]), float(v["power"])) if isinstance(v, dict) else tuple(map(float, v))
-    level = parse_level(spec["feature_level"]) if "feature_level" in spec else C.RUNTIME_FEATURE_LEVEL
     name = spec.get("name") or preset
-    return Device(name, spec.get("type", type_).upper(), level, spec.get("version", f"nnapi_py-{preset}-1.0"),
-                  supports, spec.get("operations"), perf, preset, spec.get("numerics", "fp32"))
+    _device_name(name, name)
+    perf = dict(perf)
+    performance = spec.get("performance") or {}
+    if not isinstance(performance, dict):
+        raise ValueError(f"device {name!r}: performance is an object {{class: [exec_time, power]}}")
+    for cls, v in performance.items():
+        if cls not in _PERFORMANCE_CLASSES:
+            raise ValueError(f"device {name!r}: performance class {cls!r} (one of {', '.join(_PERFORMANCE_CLASSES)})")
+        try:
+            pair = (float(v["exec_time"]), float(v["power"])) if isinstance(v, dict) else tuple(map(float, v))
+        except (KeyError, TypeError, ValueError):
+            pair = ()
+        if len(pair) != 2 or not all(0 < x < float("inf") for x in pair):
+            raise ValueError(f"device {name!r}: performance {cls!r} {v!r}: expected [exec_time, power] or "
+                             f"{{\"exec_time\": t, \"power\": p}}, positive numbers")
+        perf[cls] = pair
+    level = parse_level(spec["feature_level"]) if "feature_level" in spec else C.RUNTIME_FEATURE_LEVEL
+    dtype = spec.get("type", type_)
+    if not isinstance(dtype, str) or dtype.upper() not in TYPES:
+        raise ValueError(f"device {name!r}: type {dtype!r} (one of {', '.join(TYPES)})")
+    operations = spec.get("operations")
+    if operations is not None:
+        if isinstance(operations, str) or not isinstance(operations, (list, tuple)):
+            raise ValueError(f"device {name!r}: operations is a list of operation names or codes")
+        for o in operations:
+            if not (o in C.OPERATION_CODES if isinstance(o, str) else
+                    isinstance(o, int) and not isinstance(o, bool) and 0 <= o < len(C.OPERATION_NAMES)):
+                raise ValueError(f"device {name!r}: operations: {o!r} is no NNAPI operation (names as ADD, CONV_2D; "
+                                 f"or codes 0..{len(C.OPERATION_NAMES) - 1})")
+    version = spec.get("version", f"nnapi_py-{preset}-1.0")
+    if not isinstance(version, str):
+        raise ValueError(f"device {name!r}: version {version!r} is a string")
+    numerics = spec.get("numerics", "fp32")
+    if numerics not in NUMERICS:
+        raise ValueError(f"device {name!r}: numerics {numerics!r} (one of {', '.join(NUMERICS)})")
+    return Device(name, dtype.upper(), level, version, supports, operations, perf, preset, numerics)
+
+
+def _count(spec, key, text):
+    v = spec.get(key)
+    if v is None or v == "":
+        return None
+    try:
+        n = int(v) if not isinstance(v, bool) else None
+    except (TypeError, ValueError):
+        n = None
+    if n is None or n < 1:
+        raise ValueError(f"fault {text}: @{key} takes a call count from 1 (got {v!r})")
+    return n
 
 
 def fault_from(spec):
     if isinstance(spec, Fault):
         return spec
+    text = spec
     if isinstance(spec, str):               # compact: device:kind[=value][@every=K|@from=N]
-        head, _, when = spec.partition("@")
-        dev, _, kind = head.partition(":")
-        kind, _, value = kind.partition("=")
+        text = repr(spec.strip())
+        head, at, when = spec.strip().partition("@")
+        dev, colon, kind = head.partition(":")
+        if not colon or not dev.strip() or not kind.strip():
+            raise ValueError(f"fault {text} is not device:kind (kinds: {', '.join(FAULT_KINDS)})")
+        kind, eq, value = kind.partition("=")
         spec = {"device": dev.strip(), "kind": kind.strip()}
-        if value:
-            spec["value"] = value
-        for w in when.split("@") if when else ():
-            k, _, v = w.partition("=")
-            spec[{"every": "every", "from": "from"}.get(k.strip(), k.strip())] = v
-    value = spec.get("value")
-    if spec["kind"] == "delay":
-        if value is None:
-            raise ValueError("a delay fault needs a value in milliseconds (delay=50)")
-        value = float(value)
+        if eq:
+            spec["value"] = value.strip()
+        for w in when.split("@") if at else ():
+            k, eq, v = w.partition("=")
+            k = k.strip()
+            if k not in ("every", "from") or not eq:
+                raise ValueError(f"fault {text}: @{w} is neither @every=K nor @from=N")
+            if k in spec:
+                raise ValueError(f"fault {text}: @{k} given twice")
+            spec[k] = v.strip()
+    elif isinstance(spec, dict):
+        text = json.dumps(spec)
+    else:
+        raise ValueError(f"fault {spec!r}: expected {FAULT_FORM.rstrip(';.')} or a JSON object")
     unknown = set(spec) - {"device", "kind", "value", "every", "from"}
     if unknown:
-        raise ValueError(f"fault {spec}: unknown keys {sorted(unknown)}")
-    every = int(spec["every"]) if spec.get("every") else None
-    start = int(spec["from"]) if spec.get("from") else None
-    if (every is not None and every < 1) or (start is not None and start < 1):
-        raise ValueError(f"fault {spec}: every/from count calls from 1")
-    return Fault(spec["device"], spec["kind"], value, every, start)
+        raise ValueError(f"fault {text}: unknown keys {sorted(unknown)} (keys: device, kind, value, every, from)")
+    kind = spec.get("kind")
+    if kind not in FAULT_KINDS:
+        raise ValueError(f"unknown fault kind {kind!r} in {text} (one of {', '.join(FAULT_KINDS)})")
+    if not isinstance(spec.get("device"), str) or not spec["device"]:
+        raise ValueError(f"fault {text}: name the device (device:kind)")
+    value = spec.get("value")
+    if kind == "delay":
+        try:
+            value = float(value) if value is not None and not isinstance(value, bool) else None
+        except (TypeError, ValueError):
+            value = None
+        if value is None or not 0 <= value < float("inf"):
+            raise ValueError(f"fault {text}: a delay fault needs a value in milliseconds, >= 0 (delay=50)")
+    elif value is not None:
+        raise ValueError(f"fault {text}: only delay takes a value ({kind} takes none)")
+    every, start = _count(spec, "every", text), _count(spec, "from", text)
+    if every is not None and start is not None:
+        raise ValueError(f"fault {text}: @every and @from together (one or the other)")
+    return Fault(spec["device"], kind, value, every, start)
 
 
 def _load_json(text):
+    """The JSON document a setting holds (text, a file path ending in .json or naming a file,
+    @path), or None for the compact form."""
     text = text.strip()
+    path = None
     if text.startswith("@"):
-        text = text[1:]
-    if text.startswith(("{", "[")):
+        path = text[1:].strip()
+    elif not text.startswith(("{", "[")) and (text.endswith(".json") or os.path.isfile(text)):
+        path = text
+    if path is not None:
+        try:
+            with open(path) as f:
+                text = f.read()
+        except OSError as e:
+            raise ValueError(f"cannot read {path}: {e.strerror}") from None
+    elif not text.startswith(("{", "[")):
+        return None
+    try:
         return json.loads(text)
-    if text.endswith(".json") or os.path.isfile(text):
-        with open(text) as f:
-            return json.load(f)
-    return None
+    except ValueError as e:
+        raise ValueError(f"{'file ' + path if path else 'the text'} is not valid JSON ({e})") from None
 
 
 def build(feature_level=None, devices=None, faults=None):
@@ -315,10 +435,15 @@ def build(feature_level=None, devices=None, faults=None):
             devices = [s for s in devices.split(",") if s.strip()]
         else:
             if isinstance(doc, dict):
-                fault_specs += doc.get("faults", [])
+                unknown = sorted(set(doc) - {"devices", "faults"})
+                if unknown:
+                    raise ValueError(f"unknown keys {unknown} (a JSON setting has \"devices\" and \"faults\")")
+                fault_specs += list(doc.get("faults", []))
                 devices = doc.get("devices", [])
             else:
                 devices = doc
+            if not isinstance(devices, list):
+                raise ValueError("\"devices\" is a list of device objects")
     if devices is not None:
         devs = [device_from(d) for d in devices]
         if not devs:
@@ -331,8 +456,8 @@ def build(feature_level=None, devices=None, faults=None):
 
 _ENV_FORMS = {       # variable -> (build()'s argument, the expected form, said when a value is refused)
     "NNAPI_PY_FEATURE_LEVEL": ("feature_level", "1..8 or an Android API level 27..35"),
-    "NNAPI_PY_DEVICES": ("devices", "name=preset[:TYPE][:level],... or JSON (text or a file)"),
-    "NNAPI_PY_FAULTS": ("faults", "device:kind[=value][@every=K|@from=N];..."),
+    "NNAPI_PY_DEVICES": ("devices", DEVICE_FORM),
+    "NNAPI_PY_FAULTS": ("faults", FAULT_FORM),
 }
 
 
@@ -350,12 +475,12 @@ def _from_environment():
                                                           text.replace(",", ";").split(";") if f.strip()]
             args[key] = text
         except (ValueError, KeyError, TypeError, OSError) as e:
-            said = "" if form in str(e) else f" (expected {form})"
-            sys.stderr.write(f"nnapi_py: ignoring {var}={text!r}: {e}{said}\n")
+            said = "" if "expected" in str(e) else f" (expected {form})"
+            say_once(f"ignoring {var}={text!r}: {e}{said}")
     try:
         config = build(**args)
     except (ValueError, KeyError, TypeError, OSError) as e:       # the faults against the devices
-        sys.stderr.write(f"nnapi_py: ignoring NNAPI_PY_FAULTS={given.get('NNAPI_PY_FAULTS', '')!r}: {e}\n")
+        say_once(f"ignoring NNAPI_PY_FAULTS={given.get('NNAPI_PY_FAULTS', '')!r}: {e}")
         args.pop("faults", None)
         config = build(**args)
     sys.stderr.flush()

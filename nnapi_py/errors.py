@@ -37,11 +37,55 @@ def op_failed(reason):
     return NNError(C.OP_FAILED, reason)
 
 
+# ---- settings (NNAPI_PY_* environment variables) ---------------------------------------------------
+# A malformed value is said once per process on stderr, naming the variable, the value and the
+# accepted form, and the documented fallback applies (docs: README "Settings").
+_said = set()
+
+
+def say_once(line):
+    """Write `line` (no newline) on stderr once per process, prefixed "nnapi_py: "."""
+    if line in _said:
+        return
+    _said.add(line)
+    sys.stderr.write(f"nnapi_py: {line}\n")
+    sys.stderr.flush()
+
+
+def bad_setting(var, value, expected, fallback=""):
+    """A malformed NNAPI_PY_* value: "nnapi_py: ignoring VAR='value': expected FORM[; FALLBACK]"."""
+    say_once(f"ignoring {var}={value!r}: expected {expected}" + (f"; {fallback}" if fallback else ""))
+
+
+FLAG_ON = ("1", "true", "yes", "on")
+FLAG_OFF = ("", "0", "false", "no", "off")
+FLAG_FORM = "1 or 0 (also true/false, yes/no, on/off)"
+
+
+def flag(var, value=None):
+    """An on/off setting: 1/true/yes/on, or 0/false/no/off/empty (any case); another value is
+    said once and the setting stays off (its default)."""
+    raw = os.environ.get(var, "") if value is None else value
+    v = raw.strip().lower()
+    if v in FLAG_ON:
+        return True
+    if v not in FLAG_OFF:
+        bad_setting(var, raw, FLAG_FORM, "it stays off")
+    return False
+
+
 # NNAPI_PY_STRICT=1: every case where we follow Android's runtime because it is more lenient
 # than the NDK text (docs/decisions.md, "Leniencies") becomes the error the NDK text asks for.
 # (read when such a case happens, so a Python host can also switch it on later)
+_strict_seen = ["", False]          # (the value last read, its meaning)
+
+
 def strict():
-    return os.environ.get("NNAPI_PY_STRICT", "").strip() not in ("", "0")
+    raw = os.environ.get("NNAPI_PY_STRICT", "")
+    seen = _strict_seen
+    if raw != seen[0]:
+        seen[:] = [raw, flag("NNAPI_PY_STRICT", raw)]
+    return seen[1]
 
 
 def lenient(rule, reason):
@@ -60,9 +104,9 @@ TRACE_CALLS = _trace in ("calls", "all")
 # every value some part of nnapi_py reads (devices.py: devices, calls, all); another is said once
 TRACE_VALUES = ("", "0", "1", "errors", "error", "calls", "devices", "all")
 if _trace not in TRACE_VALUES:
-    sys.stderr.write(f"nnapi_py: ignoring NNAPI_PY_TRACE={os.environ['NNAPI_PY_TRACE']!r}: expected errors (or 1), "
-                     f"calls, devices or all\n")
-    sys.stderr.flush()
+    bad_setting("NNAPI_PY_TRACE", os.environ["NNAPI_PY_TRACE"], "errors (or 1), calls, devices or all")
+
+strict()        # a malformed NNAPI_PY_STRICT is said at start-up (it is read again where it matters)
 
 # last error per OS thread (threading.get_ident is stable for a C thread across calls)
 _last = {}

@@ -15,7 +15,39 @@ from .ops.base import Info, ChannelQuant, check_operation
 # operand lifetimes
 TEMP, INPUT, OUTPUT, CONST, CONST_REF, NO_VALUE, SUBGRAPH = range(7)
 _LIFE_NAMES = ("temporary", "input", "output", "constant", "constant", "omitted", "model")
-_DUMP = bool(os.environ.get("NNAPI_PY_DUMP"))     # NNAPI_PY_DUMP=DIR: every finished model as JSON + dot
+
+
+def _dump_setting():
+    """NNAPI_PY_DUMP=DIR: every finished model as JSON + dot into DIR (made when missing); off
+    when unset, empty or 0/false/no/off; 1/true/yes/on name no directory: said once, off."""
+    from .errors import FLAG_OFF, FLAG_ON, bad_setting
+    raw = os.environ.get("NNAPI_PY_DUMP", "")
+    v = raw.strip().lower()
+    if v in FLAG_OFF:
+        return False
+    if v in FLAG_ON:
+        bad_setting("NNAPI_PY_DUMP", raw, "a directory to write the models to (NNAPI_PY_DUMP=DIR)", "nothing is dumped")
+        return False
+    where = os.path.abspath(raw.strip())        # made at the first dump: its nearest existing part writable
+    while not os.path.exists(where) and os.path.dirname(where) != where:
+        where = os.path.dirname(where)
+    if not os.path.isdir(where) or not os.access(where, os.W_OK):
+        bad_setting("NNAPI_PY_DUMP", raw, f"a directory nnapi_py can create and write ({where} is "
+                    f"{'not a directory' if not os.path.isdir(where) else 'not writable'})", "nothing is dumped")
+        return False
+    return True
+
+
+_DUMP = _dump_setting()
+
+
+def _dump_failed(e):
+    """A dump that could not be written: said once, and the process dumps nothing more."""
+    global _DUMP
+    _DUMP = False
+    from .errors import bad_setting
+    bad_setting("NNAPI_PY_DUMP", os.environ.get("NNAPI_PY_DUMP", ""), "a directory nnapi_py can create and write "
+                f"({e.strerror}: {e.filename})", "nothing is dumped")
 _SMALL = C.MAX_SIZE_OF_IMMEDIATELY_COPIED_VALUES
 
 
@@ -224,7 +256,7 @@ class Model:
             try:
                 inspect.dump_runtime_model(self, [_LIFE_NAMES[x] for x in self.life])
             except OSError as e:        # a dump directory problem must not fail the client's call
-                sys.stderr.write(f"nnapi_py: NNAPI_PY_DUMP: cannot write the model: {e}\n")
+                _dump_failed(e)
 
     def _validate_graph(self):
         n = len(self.types)

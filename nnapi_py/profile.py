@@ -4,15 +4,44 @@ Kernels are timed where the plan runs them (static and dynamic plans); the table
 operation type, the number of kernel runs, the total and mean time and the share of all
 kernel time; a second table shows the kernels that took the most time, each named by its
 operation and its first input's and output's shapes (one line per distinct kernel shape).
-NNAPI_PY_PROFILE=FILE writes the tables to FILE instead.  Off (the default),
-the plan runs untimed: nothing is measured and nothing is paid.
+NNAPI_PY_PROFILE=FILE writes the tables to FILE instead (a path with a '/' or another
+name than the on/off words; its directory must exist: otherwise the report goes to stderr, said
+once at start-up).  Off (the default, also 0/false/no/off), the plan runs untimed: nothing is
+measured and nothing is paid.
 """
 import os
 import sys
 import threading
 import time
 
-ENABLED = bool(os.environ.get("NNAPI_PY_PROFILE"))
+from .errors import FLAG_OFF, FLAG_ON, bad_setting
+
+
+def _setting():
+    """(enabled, file or None) from NNAPI_PY_PROFILE; a file whose directory is missing or not
+    writable is said once and the report goes to stderr."""
+    raw = os.environ.get("NNAPI_PY_PROFILE", "")
+    v = raw.strip()
+    if v.lower() in FLAG_OFF:
+        return False, None
+    if v.lower() in FLAG_ON:
+        return True, None
+    where = os.path.dirname(os.path.abspath(v))
+    problem = None
+    if os.path.isdir(v):
+        problem = "it is a directory"
+    elif not os.path.isdir(where):
+        problem = f"no directory {where}"
+    elif not os.access(where, os.W_OK) or (os.path.exists(v) and not os.access(v, os.W_OK)):
+        problem = "not writable"
+    if problem:
+        bad_setting("NNAPI_PY_PROFILE", raw, f"1 (the report on stderr) or a file to write it to ({problem})",
+                    "the report goes to stderr")
+        return True, None
+    return True, v
+
+
+ENABLED, FILE = _setting()
 _lock = threading.Lock()
 _totals = {}        # operation name -> [runs, seconds]
 _kernels = {}       # "NAME [in dims] -> [out dims]" -> [runs, seconds]
@@ -92,12 +121,11 @@ def report():
     text = "nnapi_py profile (NNAPI_PY_PROFILE):\n" + table() + "\n"
     if _notes:
         text += "".join(f"{n}\n" for n in _notes)
-    where = os.environ.get("NNAPI_PY_PROFILE", "")
-    if where not in ("1", "yes", "true", "on"):
+    if FILE:
         try:
-            with open(where, "w") as f:
+            with open(FILE, "w") as f:
                 f.write(text)
             return
-        except OSError:
-            pass
+        except OSError as e:
+            text = f"nnapi_py: NNAPI_PY_PROFILE={FILE!r}: cannot write the report ({e.strerror}): here it is\n" + text
     sys.stderr.write(text)

@@ -31,12 +31,17 @@ def _tensor_budget():
     huge padding or tile count is OUT_OF_MEMORY with a reason instead of an allocation the
     system cannot back."""
     import os
-    v = os.environ.get("NNAPI_PY_MAX_TENSOR_BYTES", "").strip()
-    if v:
+    raw = os.environ.get("NNAPI_PY_MAX_TENSOR_BYTES", "")
+    if raw.strip():
         try:
-            return max(int(v, 0), 1)
+            n = int(raw.strip().replace("_", ""), 0)
         except ValueError:
-            pass
+            n = 0
+        if n >= 1:
+            return n
+        from ..errors import bad_setting
+        bad_setting("NNAPI_PY_MAX_TENSOR_BYTES", raw, "a number of bytes >= 1 (decimal, or 0x hexadecimal)",
+                    "the default applies (a quarter of physical memory)")
     try:
         return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 4
     except (ValueError, OSError, AttributeError):
