@@ -289,3 +289,23 @@ def test_quantized_conv2d(seed, signed):
         m.output(m.op("CONV_2D", xi, wi, bi, pad, sw, sh, fuse, outputs=[ot]), "y")
         return m
     _same(*_both(build, {"x": x}))
+
+
+@pytest.mark.parametrize("seed", RNG_SEEDS)
+@pytest.mark.parametrize("signed", [False, True])
+def test_quantized_softmax(seed, signed):
+    rng = np.random.default_rng(seed + 7 * signed)
+    rank = int(rng.integers(1, 5))
+    shape = _shape(rng, rank, 9)
+    t = _qtype(rng, signed)
+    ot = (nn.quant8_asymm_signed if signed else nn.quant8_asymm)(1.0 / 256, -128 if signed else 0)
+    beta = float(rng.uniform(0.1, 3.0))
+    axis = int(rng.integers(-rank, rank))
+    x = _qvalues(rng, shape, signed)
+
+    def build():
+        m = nn.Model()
+        xi = m.input("x", t, shape)
+        m.output(m.op("SOFTMAX", xi, beta, axis, outputs=[ot]), "y")
+        return m
+    _same(*_both(build, {"x": x}))

@@ -26,6 +26,7 @@ from .. import constants as C
 from .base import Op, register, value_error
 from . import quant as Q
 from .quant import quantize_value
+from .common import small
 from .common import broadcast_shape, scalar_for, check_scalar, same_shape_signature, check_axis_input, check_same_shape, optional_axis, optional_axis_level, float_kernel, Scratch, row_repeats  # noqa: F401
 
 F16, F32 = C.TENSOR_FLOAT16, C.TENSOR_FLOAT32
@@ -394,6 +395,31 @@ class _SoftmaxBase(Op):
         return b
 
 
+def _small_quant_softmax(exptab, axis, zo, hi, signed):
+    """Quantized SOFTMAX of a small tensor (common.SMALL): the general kernel's float32 passes
+    with the differences max - x taken in int16 (no order-preserving byte flip for int8: the
+    same differences), the table read by its method and the last clamp stored into the output:
+    8-9 numpy calls instead of 11, the same bytes."""
+    c = np.float32(0.5 + zo)
+    f256 = np.float32(256)
+    take = exptab.take
+
+    def k(i, o):
+        x = i[0]
+        if x.size == 0:
+            return
+        d = np.subtract(x.max(axis=axis, keepdims=True), x, dtype=np.int16) if signed else \
+            x.max(axis=axis, keepdims=True) - x
+        e = take(d)
+        s = e.sum(axis=axis, keepdims=True)
+        np.divide(f256, s, out=s)
+        e *= s
+        e += c
+        np.floor(e, out=e)
+        np.minimum(e, hi, out=o[0], casting="unsafe")
+    return k
+
+
 @register
 class Softmax(_SoftmaxBase):
     name = "SOFTMAX"
@@ -435,6 +461,8 @@ class Softmax(_SoftmaxBase):
         zo = outs[0].zp
         hi = Q.qrange(outs[0].type)[1]
         signed = ins[0].type == Q8S
+        if small(ins[0], outs[0]):
+            return _small_quant_softmax(exptab, axis, zo, hi, signed)
 
         def k(i, o):
             x = i[0]
