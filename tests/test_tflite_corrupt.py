@@ -406,6 +406,19 @@ def test_verifier_schema_matches_the_generated_code():
     except ImportError:
         pass
     scalar = set(verify.SIZES)
+    enums = [tflite]
+    try:
+        from ai_edge_litert import schema_py_generated as S
+        enums.append(S)
+    except ImportError:
+        pass
+    for (table, slot), (union, count, with_offsets) in verify.UNIONS.items():
+        assert verify.SCHEMA[table][slot] == "union"
+        for mod in enums:
+            members = {v: k for k, v in vars(getattr(mod, union)).items() if not k.startswith("_")}
+            assert count >= len(members), (union, count, len(members))     # every member the packages know
+            for value, name in with_offsets.items():
+                assert members.get(value, name) == name, (union, value, members.get(value), name)
     for origin, source in sources:
         for name, fields in _probe_schema(source).items():
             if all(k in scalar for k in fields.values()) and name not in verify.SCHEMA:

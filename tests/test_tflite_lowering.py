@@ -97,3 +97,36 @@ def test_run_reuses_one_execution_without_touching_the_callers_arrays(tmp_path):
         np.testing.assert_array_equal(m.run([np.full((2, 3), k, f32), np.full((2, 3), 10, f32)])[0], k + 10)
     np.testing.assert_array_equal(a1, keep)
     assert m._pair not in (None, False) and m._pair.bound == [True, True]
+
+
+def test_custom_operators_are_named_by_their_code_each_with_its_own_reason(tmp_path):
+    """Issue 40, point 5: a custom operator is named by its custom_code (not "no NNAPI mapping for this
+    builtin"), and each one's message is its own: LiteRT's error about one custom operator is never
+    quoted for another; an operator LiteRT could run says which of its CPU partition's it cannot."""
+    t = [("x", f32, (2, 3), None), ("a", f32, (2, 3), None), ("b", f32, (2, 3), None), ("c", f32, (2, 3), None)]
+    path = tflite_writer.write(str(tmp_path / "custom.tflite"), t,
+                               [("CUSTOM:FooA", [0], [1], b""), ("CUSTOM:BarB", [1], [2], b""),
+                                ("FLOOR_MOD", [2, 2], [3], None)], [0], [3])
+    with pytest.raises(T.LoadError) as e:
+        T.load(path)
+    lines = str(e.value).splitlines()
+    assert len(lines) == 4, lines
+    assert "custom operator 'FooA'" in lines[1] and "unresolved custom op: FooA" in lines[1] and "BarB" not in lines[1]
+    assert "custom operator 'BarB'" in lines[2] and "unresolved custom op: BarB" in lines[2] and "FooA" not in lines[2]
+    assert "FLOOR_MOD" in lines[3] and "operator(s) 0, 1 that LiteRT cannot run" in lines[3], lines[3]
+    assert "no NNAPI mapping for this builtin" not in lines[1] + lines[2]
+    m = T.load(path, check_only=True)
+    assert "custom operator 'FooA': NNAPI has no operation for it" in m.report()
+
+
+def test_an_output_listed_twice_or_an_input_as_output_gets_a_copy(tmp_path):
+    """NNAPI lists an operand once among a model's inputs and outputs: a TFLite output listed twice,
+    or a model input that is also an output, is copied (RESHAPE to its own shape) before it is an
+    output, instead of failing identifyInputsAndOutputs."""
+    path = tflite_writer.write(str(tmp_path / "dup.tflite"), [("x", f32, (2, 3), None), ("a", f32, (2, 3), None)],
+                               [("RELU", [0], [1], None)], [0], [1, 1, 0])
+    x = np.arange(6, dtype=f32).reshape(2, 3) - 3
+    a, b, c = T.load(path).run([x])
+    np.testing.assert_array_equal(a, np.maximum(x, 0))
+    np.testing.assert_array_equal(b, a)
+    np.testing.assert_array_equal(c, x)

@@ -68,8 +68,11 @@ class Rule:
     when: Callable = field(default=lambda ctx, node: True)
     beyond: bool = False
     own: bool = False
+    fails: str = ""                         # the delegate hands it to NNAPI, which fails it so (counts in both views)
 
     def reason(self, name):
+        if self.fails:
+            return f"{name}: {self.what}: {self.fails}"
         if self.level >= NEVER:
             return f"{name}: {self.what} is not supported by " + ("nnapi_py" if self.own else "the NNAPI delegate")
         return f"{name}: {self.what} needs feature level {self.level} ({ANDROID_OF_LEVEL.get(self.level, '?')})"
@@ -127,6 +130,12 @@ def decide(ctx, node, delegate=False) -> Tuple[Optional[Entry], List[str]]:
     """(the node's Entry, the reasons it cannot be mapped at ctx.level) -- no reasons: mappable."""
     e = REGISTRY.get(node.name)
     if e is None:
+        if node.name.startswith("CUSTOM_"):
+            return None, [f"custom operator {node.name[7:]!r}: NNAPI has no operation for it (the delegate maps no "
+                          f"custom operators)"]
+        if node.name.startswith("BUILTIN_"):
+            return None, [f"builtin code {node.name[8:]} is not an operator of the TFLite schema nnapi_py reads "
+                          f"(a model for a newer TFLite?)"]
         return None, [f"{node.name}: no NNAPI mapping for this builtin"]
     reasons = e.reasons(ctx, node, delegate)
     # int8 activations: NNAPI's TENSOR_QUANT8_ASYMM_SIGNED is feature level 4. Below, the delegate
@@ -134,6 +143,8 @@ def decide(ctx, node, delegate=False) -> Tuple[Optional[Entry], List[str]]:
     # rule is nnapi_py's own and does not count in the delegate's view.
     if not delegate and ctx.level < INT8.level and INT8 not in e.rules and _applies(INT8, ctx, node):
         reasons.append(INT8.reason(node.name))
+    if node.name in SAME_QUANT and _applies(SAME_QUANT_RULE, ctx, node):
+        reasons.append(SAME_QUANT_RULE.reason(node.name))
     return e, reasons
 
 
@@ -200,6 +211,39 @@ def uses_int8_activations(ctx, node):
 
 
 INT8 = Rule(4, "int8 (TENSOR_QUANT8_ASYMM_SIGNED) tensors", uses_int8_activations, own=True)
+
+# Builtins whose NNAPI operation(s) require a quantized output to keep the scale and zero point of the data
+# input (Android checks it when the operation is prepared, at execution: "output 0 must have the scale and
+# zeroPoint of input 0"): builtin -> the data input.  TFLite's kernels for most of them move the stored
+# integers without requantizing (or requantize, for RELU / pooling); the delegate validates none of this and
+# hands them to NNAPI, which fails them.  With another scale or zero point such an operator stays on the CPU,
+# in nnapi_py and in the delegate's view.  (MEAN is requantized instead, as the delegate does:
+# map_reduce.py.)
+SAME_QUANT = dict.fromkeys(
+    ("RELU", "RELU6", "RELU_N1_TO_1", "MAX_POOL_2D", "AVERAGE_POOL_2D", "REDUCE_MAX", "REDUCE_MIN",
+     "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR", "GATHER", "SPACE_TO_DEPTH", "DEPTH_TO_SPACE",
+     "SPACE_TO_BATCH_ND", "BATCH_TO_SPACE_ND", "RESHAPE", "TRANSPOSE", "PAD", "PADV2", "SLICE", "TILE",
+     "SQUEEZE", "EXPAND_DIMS", "TOPK_V2", "SPLIT_V", "STRIDED_SLICE", "UNPACK", "PACK", "BROADCAST_TO",
+     "MIRROR_PAD", "REVERSE_V2"), 0)
+SAME_QUANT["SPLIT"] = 1                     # SPLIT(axis, value)
+
+
+def other_output_quantization(ctx, node):
+    """A quantized output whose scale or zero point differs from the data input's."""
+    x = tensor_of(ctx, node, SAME_QUANT.get(node.name, 0))
+    if x is None or x.dtype not in QUANT:
+        return False
+    for k in node.outs:
+        y = ctx.tensors[k] if k >= 0 else None
+        if y is not None and y.dtype in QUANT and (y.scale != x.scale or y.zp != x.zp):
+            return True
+    return False
+
+
+SAME_QUANT_RULE = Rule(NEVER, "a quantized output with another scale / zero point than its input",
+                       other_output_quantization,
+                       fails="NNAPI requires them equal; the delegate would hand it over and Android fail it at "
+                             "execution")
 QUANTIZED = Rule(3, "quantized tensors", of_type(U8, I8))
 INT32 = Rule(4, "int32 tensors", of_type(I32))
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import nn
 from .base import F32, I8, NEVER, QUANTIZED, U8, Rule, maps, not_constant, not_of_type, rank_above
 
 _SCALAR_OUT = Rule(NEVER, "a scalar output", lambda c, n: c.tensors[n.outs[0]].shape == ())
@@ -24,7 +25,18 @@ def _keep(node):
     Rule(NEVER, "input type other than float32 / uint8 / int8", not_of_type(F32, U8, I8)),
     QUANTIZED, _SCALAR_OUT, Rule(NEVER, "input rank above 4", rank_above(4)), _AXES])
 def mean(ctx, node):
-    return ctx.emit("MEAN", [ctx.operand(node.ins[0]), _axes(ctx, node), int(_keep(node))], node.outs[0])
+    """NNAPI MEAN keeps the input's scale and zero point: a quantized MEAN whose output has others
+    writes an intermediate with the input's and requantizes it by an ADD of a zero (TFLite's
+    delegate: IsMeanWithDifferentInputOutputQuantization, AppendRequantize)."""
+    x, y = ctx.tensors[node.ins[0]], ctx.tensors[node.outs[0]]
+    args = [ctx.operand(node.ins[0]), _axes(ctx, node), int(_keep(node))]
+    if x.dtype not in (U8, I8) or (x.scale == y.scale and x.zp == y.zp):
+        return ctx.emit("MEAN", args, node.outs[0])
+    q = nn.quant8_asymm if x.dtype == U8 else nn.quant8_asymm_signed
+    mid = ctx.op("MEAN", *args, outputs=[(q(x.scale, x.zp), y.shape or (1,))])
+    zero = ctx.constant(np.zeros(1, x.dtype), q(1.0, 0))
+    ctx.emit("ADD", [mid, zero, 0], node.outs[0])
+    return "MEAN + ADD (requantized to the output's scale, as the delegate does)"
 
 
 _REDUCE = {"SUM": "REDUCE_SUM", "REDUCE_PROD": "REDUCE_PROD", "REDUCE_MAX": "REDUCE_MAX",

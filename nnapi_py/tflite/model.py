@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 import os
 import pkgutil
+import re
 import threading
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence
@@ -195,18 +196,18 @@ class TfliteModel:
                             f"They would run on TFLite's CPU kernels through LiteRT, which is not installed: "
                             f"{cpu.INSTALL}")
         folded_values = {t: self.tensors[t].value for k in folded for t in g.nodes[k].outs if t >= 0}
-        steps = []
+        steps, failed = [], []
         for p in self.partitions:
             if p.nnapi or self.check_only:
                 steps.append(done.get(id(p)))
                 continue
             consts = {t: folded_values[t] for k in p.nodes for t in g.nodes[k].ins if t in folded_values}
             try:
-                steps.append(cpu.CpuPartition(self.reader.buf, p.nodes, p.inputs, p.outputs, consts,
-                                              shapes={t: self.tensors[t].shape for t in p.inputs}))
-            except (RuntimeError, ValueError) as e:
-                raise LoadError(self.path, [(k, g.nodes[k].name, f"{why[k]}; LiteRT cannot run it either: "
-                                             f"{str(e).strip().splitlines()[0]}") for k in p.nodes]) from None
+                steps.append(self._cpu_partition(p.nodes, p.inputs, p.outputs, consts))
+            except (RuntimeError, ValueError) as e:     # every CPU partition tried: one error listing them all
+                failed += self._cpu_failures(p, consts, e, why)
+        if failed:
+            raise LoadError(self.path, failed)
         for node in g.nodes:
             k = node.index
             if k in folded:
@@ -224,6 +225,40 @@ class TfliteModel:
                  for p in self.partitions for t in p.inputs + p.outputs}
         consts = {t: self.tensors[t].value for t in g.outputs if self.tensors[t].value is not None}
         self._stitch = partition.Stitch(steps, g.inputs, g.outputs, consts, specs)
+
+    def _cpu_partition(self, nodes, inputs, outputs, consts):
+        return cpu.CpuPartition(self.reader.buf, nodes, inputs, outputs, consts,
+                                shapes={t: self.tensors[t].shape for t in inputs})
+
+    def _cpu_failures(self, p, consts, e, why):
+        """(operator, builtin, reason) for each operator of CPU partition p, which LiteRT refused
+        with `e`: LiteRT's message goes to the operator it names ("Node number N (...)" counts the
+        partition's operators; an unresolved custom op by its code), a custom operator it does not
+        name is tried alone (its own verdict, never another operator's), every other one points at
+        the operator that fails."""
+        g = self.graph
+        text = _litert_reason(e)
+        named = set()
+        for n in re.findall(r"Node number (\d+) \(", str(e)):
+            if int(n) < len(p.nodes):
+                named.add(p.nodes[int(n)])
+        for code in re.findall(r"unresolved custom op: ([^ ]+?)\.?(?: |$)", text):
+            named.update(k for k in p.nodes if g.nodes[k].name == "CUSTOM_" + code)
+        if not named and len(p.nodes) == 1:
+            named = set(p.nodes)
+        reasons = {k: text for k in named}
+        for k in p.nodes:                           # a custom operator LiteRT did not name: its own verdict
+            if k not in named and (g.nodes[k].name.startswith("CUSTOM_") or not named):
+                ins = [t for t in g.nodes[k].ins if t >= 0 and self.tensors[t].value is None]
+                try:
+                    self._cpu_partition([k], ins, [t for t in g.nodes[k].outs if t >= 0],
+                                        {t: v for t, v in consts.items() if t in g.nodes[k].ins})
+                except (RuntimeError, ValueError) as alone:
+                    reasons[k] = _litert_reason(alone)
+        culprits = ", ".join(str(j) for j in sorted(reasons)) or "?"
+        return [(k, g.nodes[k].name, f"{why[k]}; LiteRT cannot run it either: {reasons[k]}" if k in reasons else
+                 f"{why[k]}; LiteRT could run it, but not its CPU partition, which holds operator(s) {culprits} that "
+                 f"LiteRT cannot run") for k in p.nodes]
 
     def _side_effect(self, node):
         return partition.might_have_side_effect(node, self.tensors)
@@ -393,6 +428,15 @@ class TfliteModel:
         nnapi_py does: partitions, per operator the NNAPI operation(s) or why it stays on the CPU."""
         from .report import render
         return render(self)
+
+
+def _litert_reason(e):
+    """LiteRT's error in one line, without its pointer to the custom-op guide and its "Node number N
+    (...) failed to prepare" (N counts a sub-model's operators; the message names the operator)."""
+    text = " ".join(str(e).split())
+    text = re.sub(r"\s*See instructions: \S+", "", text)
+    text = re.sub(r"\s*Node number \d+ \([^)]*\) failed to \w+\.?", "", text)
+    return text.strip() or " ".join(str(e).split())
 
 
 def _distinct(ctx, model, operand, t):

@@ -116,8 +116,8 @@ class Graph:
             bad = [i for i in vec if not 0 <= i < n]
             if bad:
                 raise verify.Invalid(f"subgraph {index}: {what} tensor {bad[0]} is not one of its {n} tensors")
-            twice = sorted({i for i in vec if vec.count(i) > 1})
-            if twice:
+            twice = sorted({i for i in vec if vec.count(i) > 1}) if what == "input" else ()
+            if twice:                       # (an output listed twice is two outputs of one value)
                 raise verify.Invalid(f"subgraph {index}: tensor {twice[0]} is listed twice among its {what}s")
         written = {}
         self.nodes: List[Node] = [reader.node(g.Operators(k), k, index, written)
@@ -238,7 +238,7 @@ class Reader:
                                     {} if written is None else written, self._calls, len(self.buf), self._n_codes)
         code = self.model.OperatorCodes(op.OpcodeIndex())
         b = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
-        name = self._names.get(b, str(b))
+        name = self._names.get(b, f"BUILTIN_{b}")        # a code the schema does not know: BUILTIN_<code>
         custom = b""
         if name == "CUSTOM":
             c = code.CustomCode()
