@@ -76,9 +76,9 @@ def _input_shape(text):
 
 def _add_shape_options(ap):
     ap.add_argument("--input-shape", action="append", default=[], type=_input_shape, metavar="NAME=D1,D2,...",
-                    help="the shape to compile and run input NAME at, for an input whose shape signature has -1 "
-                         "(repeatable, one per input; the others keep the file's shapes); LiteRT's inputs are "
-                         "resized to the same shapes")
+                    help="the shape to compile input NAME for, an input whose shape signature has -1 "
+                         "(repeatable, one per input; the others keep the file's shapes; run: LiteRT's inputs "
+                         "are resized to the same shapes for --compare and --bench)")
     ap.add_argument("--feature-level", metavar="LEVEL",
                     help="the Android release to map for: 1..8 or an API level 27..35 (default: the runtime's, "
                          "NNAPI_PY_FEATURE_LEVEL)")
@@ -286,11 +286,13 @@ dequantized weights (what NNAPI computes), and with LiteRT on the model itself w
 
 def run_tflite(argv):
     import statistics
+    import textwrap
     import time
     import numpy as np
     from .tflite import compare as P
     ap = _Parser(prog="python -m nnapi_py run", description=RUN_HELP,
-                 epilog=RUN_EPILOG.format(policy=P.POLICY, hybrid=P.HYBRID_RTOL, install=P.INSTALL),
+                 epilog=textwrap.fill(" ".join(RUN_EPILOG.format(policy=P.POLICY, hybrid=P.HYBRID_RTOL,
+                                                                 install=P.INSTALL).split()), 96),
                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("model", metavar="MODEL.tflite")
     ap.add_argument("--input", action="append", default=[], metavar="FILE.npy",
