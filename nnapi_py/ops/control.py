@@ -187,6 +187,8 @@ class While(_Control):
         vals = list(ins[2:])
         timeout = getattr(loop, "timeout", C.DEFAULT_LOOP_TIMEOUT_NS)
         end = time.monotonic_ns() + timeout
+        if _flat_loop_ok(cond_plan, body_plan, vals, m + k):
+            return _flat_loop(cond_plan, body_plan, vals, m, m + k, deadline, end, timeout)
         # the body's results alternate between two sets of arrays of this computation: a step
         # writes the set its inputs are not in (the one the step before last wrote)
         spares = ([], [])
@@ -201,6 +203,49 @@ class While(_Control):
                 raise NNError(C.MISSED_DEADLINE_TRANSIENT,
                               f"WHILE: the loop ran longer than the loop timeout ({timeout / 1e9:g} s)")
         return [np.array(v, copy=True) for v in vals[:m]]
+
+
+def _flat_loop_ok(cond_plan, body_plan, vals, carried):
+    """A WHILE whose condition and body are static plans of the loop operands' shapes, none of
+    them a scalar, the body's results of the shapes and types of the operands they replace:
+    checked once, before the loop (then every step's inputs have the compiled shapes)."""
+    if not FLAT:
+        return False
+    for p in (cond_plan, body_plan):
+        if not p.static or p.failure is not None or not all(p.out_refs) or any(p.in_scalar):
+            return False
+        if len(p.in_static) != len(vals) or any(s is None or a is None or not isinstance(a, np.ndarray)
+                                                or a.shape != s for a, s in zip(vals, p.in_static)):
+            return False
+    if len(body_plan.out_shapes) < carried or cond_plan.out_scalar[0]:
+        return False
+    return all(body_plan.out_shapes[j] == body_plan.in_static[j] and body_plan.out_dtypes[j] == body_plan.in_dtypes[j]
+               for j in range(carried))
+
+
+def _flat_loop(cond_plan, body_plan, vals, m, carried, deadline, end, timeout):
+    """The WHILE loop on static plans (_flat_loop_ok): each step runs the condition into an array
+    of this computation and the body into one of two sets of arrays (a step writes the set its
+    inputs are not in), both plans flat (Plan.run_static) with those arrays kept bound."""
+    tail = vals[carried:]
+    c = [np.empty(cond_plan.out_shapes[0], cond_plan.out_dtypes[0])]
+    sets = ([np.empty(s, dt) for s, dt in zip(body_plan.out_shapes, body_plan.out_dtypes)], None)
+    step = 0
+    while True:
+        cond_plan.run_static(vals, c, deadline, True)
+        if not c[0].reshape(-1)[0]:
+            break
+        outs = sets[step & 1]
+        if outs is None:
+            outs = [np.empty(s, dt) for s, dt in zip(body_plan.out_shapes, body_plan.out_dtypes)]
+            sets = (sets[0], outs)
+        body_plan.run_static(vals, outs, deadline, True)
+        vals = outs + tail if tail else outs
+        step += 1
+        if time.monotonic_ns() > end:
+            raise NNError(C.MISSED_DEADLINE_TRANSIENT,
+                          f"WHILE: the loop ran longer than the loop timeout ({timeout / 1e9:g} s)")
+    return [np.array(v, copy=True) for v in vals[:m]]
 
 
 def node_model(v):
