@@ -87,6 +87,41 @@ def quantized_cnn_mean(rows, ratios):
     ratios[name] = (gm_all, f"with {', '.join(TINY_QUANTIZED)} ({n_all} models; 8x8 input: the fixed cost per call)")
 
 
+def small_rows(rows, ratios):
+    """Issue 41's rows (bench/small_path.py): (a) the largest per-operation time over the kernels of
+    the corpus's tiny models whose tensors (constants included) have at most 4,096 elements
+    (NNAPI_PY_PROFILE's timer; the median of each kernel's runs, its mean beside: on a shared
+    machine a preempted kernel puts a time slice into the mean), goal 6 us; (b) the cost of an
+    execution beyond its kernels, C host and Python host, for 16 operations: goal 10 + 0.5 x 16
+    us; (c) each tiny model ours / LiteRT builtin kernels in one run: goal 4x, the int8 wake words
+    2x."""
+    script = os.path.join(ROOT, "bench", "small_path.py")
+    r = subprocess.run([sys.executable, script, "all"], env=ENV, capture_output=True, text=True)
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    from small_path import INT8_WAKE
+    for line in (r.stdout or "").splitlines():
+        parts = line.split()
+        if parts[:1] == ["small_op_max"]:
+            name = "small_op_max_median"
+            rows.append((name, float(parts[1]), "us", 6.0))
+            GOALS.add(name)
+            rows.append(("  small_op_max_mean", float(parts[2]), "us", None))
+            rows.append((f"  small_ops_above_6us (of {parts[4]})", float(parts[3]), "", None))
+            print(f"small_op_max: {' '.join(parts[5:])}", file=sys.stderr)
+        elif parts[:1] == ["small_exec_overhead_py"] or parts[:1] == ["small_exec_overhead_c"]:
+            name = parts[0]
+            rows.append((name, float(parts[1]), "us", 10 + 0.5 * int(parts[2])))
+            GOALS.add(name)
+        elif parts[:1] == ["tiny"] and len(parts) == 4:
+            ours, builtin = float(parts[2]), float(parts[3])
+            name = f"  tiny {parts[1]}/builtin"
+            rows.append((name, ours / builtin if builtin == builtin and builtin else float("nan"), "x",
+                         2.0 if parts[1] in INT8_WAKE else 4.0))
+            GOALS.add(name)
+    if r.returncode and r.stderr:
+        print(r.stderr.strip().splitlines()[-1], file=sys.stderr)
+
+
 NET_ROUNDS = 5      # rounds of the MobileNetV2-style network: PyTorch eager, PyTorch quantized
                     # (a process each, best of 10 inferences), then ours float32 and quant8 in one
                     # process, their inferences alternating (best of 10 each)
@@ -282,6 +317,7 @@ def main():
                 print(line, file=sys.stderr)
         quantized_cnn_mean(rows, ratios)
         compile_cache_rows(rows)
+        small_rows(rows, ratios)
     r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "python_api.py")], env=ENV,
                        capture_output=True, text=True)
     m = re.match(r"pyapi_builder_us ([\d.-]+) pyapi_run_us ([\d.-]+)", r.stdout or "")
