@@ -445,11 +445,15 @@ def build(feature_level=None, devices=None, faults=None):
             if not isinstance(devices, list):
                 raise ValueError("\"devices\" is a list of device objects")
     if devices is not None:
+        if not isinstance(devices, (list, tuple)):
+            raise TypeError(f"devices={devices!r}: expected {DEVICE_FORM}, or a list of device specs")
         devs = [device_from(d) for d in devices]
         if not devs:
             raise ValueError("the device list is empty")
     if isinstance(faults, str):
         faults = [s for s in faults.replace(",", ";").split(";") if s.strip()]
+    elif faults is not None and not isinstance(faults, (list, tuple)):
+        raise TypeError(f"faults={faults!r}: expected {FAULT_FORM}, or a list of fault specs")
     fault_specs += list(faults or ())
     return Config(level, devs, [fault_from(f) for f in fault_specs])
 

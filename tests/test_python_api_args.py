@@ -388,3 +388,17 @@ def test_unknown_operation_code_is_the_error_reported():
         assert "operation operation" not in reason(12345)
     finally:
         lib.ANeuralNetworksModel_free(p[0])
+
+
+@pytest.mark.parametrize("kwargs, exc, message", [
+    (dict(devices=5), TypeError, r"^devices=5: expected name=preset\[:TYPE\]\[:level\]\[:fp16\],\.\.\. or JSON"),
+    (dict(faults=5), TypeError, r"^faults=5: expected device:kind\[=value\]\[@every=K\|@from=N\];\.\.\."),
+    (dict(devices="garbage"), ValueError, r"^device 'garbage' has no '='"),
+    (dict(devices="gpu=all", faults="zzz"), ValueError, r"^fault 'zzz' is not device:kind"),
+    (dict(feature_level="abc"), ValueError, r"^feature level 'abc': expected 1\.\.8 or an Android API level 27\.\.35$"),
+])
+def test_emulated_names_the_bad_setting(kwargs, exc, message):
+    with pytest.raises(exc, match=message):
+        with nn.emulated(**kwargs):
+            pass
+    assert nn.device_names() == ["nnapi_py-cpu"]        # the settings before stay
