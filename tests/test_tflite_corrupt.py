@@ -5,10 +5,11 @@ clear NNAPI / load reason) or is refused with `LoadError: <file>: not a valid .t
 (or a LoadError listing operators that cannot run).  Never an internal error, a hang or a crash.
 
 The damaged files run in a child process (a crash would show as the child's death, naming the
-file); NNAPI_PY_CORRUPT_FILES=N sets how many (default 1,000, on the small corpus models; with
-N above the default every corpus model up to 7 MB takes part).  Where LiteRT is installed and
-accepts the same file, our outputs are compared with its reference kernels' (float outputs,
-finite, within 1e-3 of the output's range: a damaged weight changes both the same way).
+file); NNAPI_PY_CORRUPT_FILES=N sets how many (default 1,000, on five small corpus models, about
+30 s; with N above the default every corpus model up to 1.5 MB takes part).  Where LiteRT is
+installed and accepts the same file, float outputs are compared with its reference kernels' (run
+in a process of their own: LiteRT itself may abort on a damaged file) within the corpus
+tolerance: a damaged weight changes both the same way.
 
 Also: the CLI shows a damaged file as one line, exit 2; the schema the verifier checks offsets
 with (nnapi_py/tflite/verify.py) agrees with the generated code of the `tflite` package and of
@@ -28,10 +29,12 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 
 DEFAULT_FILES = 1000
-# the small corpus models (a few ms to load): a float MLP, an int8 CNN, a WHILE loop with hybrid weights, a
-# streaming int8 wake-word model with variables, a float classifier, a float CNN (MediaPipe)
-SMALL = ("tflm_sine", "helia_tiny_cnn", "precise_vad", "hey_jarvis", "oww_okay_nabu", "hand_recrop")
-LARGE_LIMIT = 7_000_000
+# the small corpus models (tens of ms to load and run): a float MLP with a -1 batch, an int8 CNN, a GRU as a WHILE
+# loop with hybrid weights, a float wake-word classifier -- twice each -- and a streaming int8 wake-word model with
+# resource variables (half a second to compile: once in nine files)
+SMALL = ("tflm_sine", "helia_tiny_cnn", "precise_vad", "oww_okay_nabu") * 2 + ("hey_jarvis",)
+LARGE_LIMIT = 1_500_000         # NNAPI_PY_CORRUPT_FILES above the default: every corpus model up to 1.5 MB
+SLOW = ("basic_pitch",)         # ... but this one (2 s to load and run)
 KINDS = ("truncate", "flip", "overwrite", "zero")
 SPECIAL = [0x7FFFFFFF, 0xFFFFFFFF, 0x80000000, 0xFFFFFFFE, 0x40000000, 0x00010000, 0x0000FFFF, 0x7FFF, 0x100,
            0x1000000]
@@ -301,7 +304,7 @@ def test_damaged_files_never_blame_nnapi_py(tmp_path):
     n = int(os.environ.get("NNAPI_PY_CORRUPT_FILES", DEFAULT_FILES))
     names = [m for m in SMALL if m in models]
     if n > DEFAULT_FILES:
-        names = sorted((m for m, p in models.items() if os.path.getsize(p) <= LARGE_LIMIT), key=lambda m: m)
+        names = sorted(m for m, p in models.items() if os.path.getsize(p) <= LARGE_LIMIT and m not in SLOW)
     t = time.time()
     results = run_fuzz(tmp_path, n, names, chunk=2000)
     counts = summary(results)
@@ -309,7 +312,7 @@ def test_damaged_files_never_blame_nnapi_py(tmp_path):
     for r in results:
         by_kind.setdefault(r["kind"], {}).setdefault(r["class"], 0)
         by_kind[r["kind"]][r["class"]] += 1
-    print(f"\n{len(results)} damaged files of {len(names)} models in {time.time() - t:.1f} s: {counts}")
+    print(f"\n{len(results)} damaged files of {len(set(names))} models in {time.time() - t:.1f} s: {counts}")
     for kind, c in sorted(by_kind.items()):
         print(f"  {kind}: {c}")
     bad = [r for r in results if r["class"] in BAD]

@@ -142,8 +142,8 @@ def _hybrid(tmp_path, op):
                    ("b", f32, (4,), rng.normal(size=4).astype(f32)), ("y", f32, (1, 5, 5, 4), None)]
         ops = [("CONV_2D", [0, 1, 2], [3], ("Conv2DOptions", {"Padding": 0, "StrideW": 1, "StrideH": 1}))]
     else:
-        tensors = [("x", f32, (3, 6), None), ("w", i8, w.shape, w, wq), ("b", f32, (4,), rng.normal(size=4).astype(f32)),
-                   ("y", f32, (3, 4), None)]
+        tensors = [("x", f32, (3, 6), None), ("w", i8, w.shape, w, wq),
+                   ("b", f32, (4,), rng.normal(size=4).astype(f32)), ("y", f32, (3, 4), None)]
         ops = [("FULLY_CONNECTED", [0, 1, 2], [3], None)]
     return tensors, ops, w * wq["scale"]
 

@@ -287,7 +287,7 @@ class TfliteModel:
                 names.add(name)
                 try:                            # a 0-d tensor crossing partitions: one element (NNAPI rank 0 = unknown)
                     t.operand = model.input(name, ctx.type(t), t.shape or (() if whole else (1,)))
-                except Unmapped as e:
+                except (Unmapped, nn.NNAPIError) as e:      # a type NNAPI has no operand for (int8 of scale 0)
                     if whole and not any(i in g.nodes[k].ins for k in p.nodes):
                         raise LoadError(self.path, [(-1, "model input", str(e))]) from None
                     raise _Failed(next(k for k in p.nodes if i in g.nodes[k].ins), str(e)) from None

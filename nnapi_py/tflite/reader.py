@@ -17,7 +17,8 @@ DTYPES = {0: np.float32, 1: np.float16, 2: np.int32, 3: np.uint8, 4: np.int64, 6
           7: np.int16, 10: np.float64}
 TYPE_NAMES = {0: "FLOAT32", 1: "FLOAT16", 2: "INT32", 3: "UINT8", 4: "INT64", 5: "STRING", 6: "BOOL", 7: "INT16",
               8: "COMPLEX64", 9: "INT8", 10: "FLOAT64", 11: "COMPLEX128", 12: "UINT64", 13: "RESOURCE",
-              14: "VARIANT", 15: "UINT32", 16: "UINT16", 17: "INT4"}
+              14: "VARIANT", 15: "UINT32", 16: "UINT16", 17: "INT4", 18: "BFLOAT16", 19: "INT2", 20: "UINT4",
+              21: "FLOAT8_E4M3FN", 22: "FLOAT8_E5M2"}
 
 
 class Tensor:
@@ -122,6 +123,23 @@ class Graph:
         written = {}
         self.nodes: List[Node] = [reader.node(g.Operators(k), k, index, written)
                                   for k in range(g.OperatorsLength())]
+        inputs = set(self.inputs)
+        for node in self.nodes:             # operators in an order they can run: a value is read after it is written
+            for i in node.outs:
+                if i >= 0 and (i in inputs or self.tensors[i].value is not None):
+                    what = "an input of the subgraph" if i in inputs else "a constant"
+                    raise verify.Invalid(f"subgraph {index}, operator {node.index}: its output tensor {i} "
+                                         f"({self.tensors[i].name!r}) is {what}")
+            for i in node.ins:
+                if i >= 0 and written.get(i, -1) >= node.index:
+                    raise verify.Invalid(f"subgraph {index}, operator {node.index}: it reads tensor {i} "
+                                         f"({self.tensors[i].name!r}), which operator {written[i]} writes only "
+                                         f"after it")
+        for i in self.outputs:              # an output nothing gives a value
+            t = self.tensors[i]
+            if i not in written and i not in self.inputs and t.value is None and not t.variable:
+                raise verify.Invalid(f"subgraph {index}: output tensor {i} ({t.name!r}) is no input, no constant "
+                                     f"and written by no operator")
 
 
 class LoadError(Exception):

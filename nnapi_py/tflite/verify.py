@@ -249,7 +249,9 @@ def structure(buf) -> None:
 
 
 # -- the model's structure beyond the schema ------------------------------------------------------------
-TYPE_SIZES = {0: 4, 1: 2, 2: 4, 3: 1, 4: 8, 6: 1, 7: 2, 8: 8, 9: 1, 10: 8, 11: 16, 12: 8, 15: 4, 16: 2}
+TYPE_SIZES = {0: 4, 1: 2, 2: 4, 3: 1, 4: 8, 6: 1, 7: 2, 8: 8, 9: 1, 10: 8, 11: 16, 12: 8, 15: 4, 16: 2, 18: 2, 21: 1,
+              22: 1}
+PACKED_BITS = {17: 4, 19: 2, 20: 4}         # INT4, INT2, UINT4: packed, (count x bits + 7) // 8 bytes
 N_TENSOR_TYPES = 23             # TensorType FLOAT32 .. FLOAT8_E5M2
 QUANT_RANGES = {3: (0, 255), 9: (-128, 127), 7: (-32768, 32767)}
 MAX_TENSOR_BYTES = 2 ** 31 - 1  # a tensor of a .tflite model (its flatbuffer is limited to 2 GB; NNAPI to 4 GB)
@@ -379,9 +381,10 @@ def tensor(m, t, k, s, n_buffers):
     b = m.Buffers(bi) if bi < n_buffers else None
     data = b.DataAsNumpy() if b is not None and b.DataLength() else None
     sp = t.Sparsity()
-    if data is not None and typ in TYPE_SIZES and sp is None and len(data) != count * size:
+    need = (count * PACKED_BITS[typ] + 7) // 8 if typ in PACKED_BITS else count * size
+    if data is not None and (typ in TYPE_SIZES or typ in PACKED_BITS) and sp is None and len(data) != need:
         raise Invalid(f"{tw}: its buffer {bi} holds {len(data)} bytes where shape {shape} of "
-                      f"{_type_name(typ)} needs {count * size}")
+                      f"{_type_name(typ)} needs {need}")
     quant = None
     q = t.Quantization()
     if q is not None and q.ScaleLength():
