@@ -110,7 +110,11 @@ class _ConstantFolds:
     error comes at execution, where Android reports it), and one whose results would take the
     folded results kept past max(FOLD_FACTOR x the model's constant bytes, FOLD_FLOOR): 4x is
     what dequantizing 8-bit weights to float32 takes, the fold this is for.  A folded result
-    read only by operations folded after it is released (it does not count against the bound)."""
+    read only by operations folded after it is released (it does not count against the bound).
+    early() folds before the plan's bias folding, so a hybrid model's 1x1 convolutions take a
+    depthwise bias as the float model's do (that fold, off under NNAPI_PY_STRICT=1, rounds within
+    float32); the shape pass folds the operations of float16 partitions (after their constants
+    are rounded) and whatever reads them."""
 
     def __init__(self, model, infos, tmpl, nodes):
         self.infos, self.tmpl = infos, tmpl
@@ -121,7 +125,6 @@ class _ConstantFolds:
         self.uses = None                # operand -> readers among the operations not folded (yet),
         self.budget = None              # and the bound: counted at the first candidate (most plans have none)
         self.held = 0                   # bytes of folded results still read by an operation
-        self.peak = 0
         self.folded = []                # the nodes computed here
         self.by_type = {}
         self.over = 0                   # operations not folded for the memory bound
@@ -218,7 +221,6 @@ class _ConstantFolds:
             self.made.add(k)
             self.uses[k] = self.uses.pop(o, 0)
         self.held += need
-        self.peak = max(self.peak, self.held)
         for i in node.ins:                      # folded inputs read by no one else any more
             if i in self.made:
                 self.uses[i] -= 1

@@ -362,3 +362,37 @@ def test_importer_hybrid_model(plans, tmp_path):
     y2 = T.load(path2).run([x])
     y2 = y2[0] if isinstance(y2, (list, tuple)) else y2
     np.testing.assert_array_equal(np.asarray(y), np.asarray(y2))
+
+
+@pytest.mark.parametrize("strict", ["", "1"])
+def test_hybrid_1x1_convolution_takes_the_depthwise_bias(plans, unfolded, monkeypatch, strict):
+    """DEPTHWISE_CONV_2D -> 1x1 CONV_2D whose filter is a DEQUANTIZE of int8: folded first, the
+    filter is known when the plan's bias folding looks, so the depthwise bias moves into the
+    convolution as in the float model (default mode; within float32 rounding).  Under
+    NNAPI_PY_STRICT=1 no bias moves and the folded plan is bit-identical to the unfolded one."""
+    monkeypatch.setenv("NNAPI_PY_STRICT", strict)
+    c, o = 6, 5
+    dw = RNG.standard_normal((1, 3, 3, c)).astype(np.float32)
+    b = RNG.standard_normal(c).astype(np.float32)
+    wq = RNG.integers(-127, 128, (o, 1, 1, c)).astype(np.int8)
+    sc = (RNG.uniform(0.5, 2, o) / 127).astype(np.float32)
+
+    def build():
+        m = nn.Model()
+        x = m.input("x", nn.float32, (1, 7, 7, c))
+        d = m.op("DEPTHWISE_CONV_2D", x, dw, b, 1, 1, 1, 1, 0)
+        f = m.op("DEQUANTIZE", m.constant(wq, nn.quant8_symm_per_channel(sc, 0)), outputs=[(nn.float32, wq.shape)])
+        m.output(m.op("CONV_2D", d, f, np.zeros(o, np.float32), 1, 1, 1, 0, outputs=[(nn.float32, (1, 7, 7, o))]), "y")
+        return m.compile()
+    x = RNG.standard_normal((1, 7, 7, c)).astype(np.float32)
+    y = build().run({"x": x})["y"]
+    p = plans[-1]
+    assert p.constant_folds["by_type"] == {"DEQUANTIZE": 1}
+    assert p.biases_passed_on == (0 if strict else 1)
+    unfolded()
+    y0 = build().run({"x": x})["y"]
+    assert plans[-1].biases_passed_on == 0
+    if strict:
+        np.testing.assert_array_equal(y, y0)
+    else:
+        np.testing.assert_allclose(y, y0, rtol=1e-5, atol=1e-5)
