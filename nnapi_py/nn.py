@@ -1125,7 +1125,7 @@ class Execution:
                     t = ffi.new("ANeuralNetworksOperandType*", {"type": o.type.code, "dimensionCount": len(mem.shape),
                                                                 "dimensions": d, "scale": o.type.scale,
                                                                 "zeroPoint": o.type.zero_point})
-                    self._keep_types = (d, t)
+                    self._keep_types = getattr(self, "_keep_types", ()) + (d, t)
         elif o.dims and all(o.dims) or o.type.is_scalar:
             need = math.prod(o.dims) * o.type.dtype.itemsize
             if mem.size != need:
@@ -1143,7 +1143,13 @@ class Execution:
         order; outputs: {name: array} to receive this run's results.  A reusable execution's
         later runs copy new input values into its buffers (same shapes).  copy=False returns the
         execution's output buffers themselves (views the next run overwrites; with fixed output
-        shapes the same dict every run: do not change it).  See the class for bind()."""
+        shapes the same dict every run: do not change it).  See the class for bind().
+
+        An input array has the operand's declared shape (a 0 there: any size, given by the array;
+        a scalar: a number or a 0-d array); it is never reshaped or broadcast.  Its dtype converts
+        to the operand's only where no value changes meaning (_as_dtype).  An output array given
+        has the result's shape and the operand's dtype, C-contiguous and writeable.  Each is
+        otherwise a ValueError naming it, both shapes (or dtypes) and the fix."""
         ffi, lib = _api()
         m = self.model
         inputs = self._named(inputs, m.inputs, "input")
