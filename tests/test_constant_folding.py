@@ -396,3 +396,28 @@ def test_hybrid_1x1_convolution_takes_the_depthwise_bias(plans, unfolded, monkey
         np.testing.assert_array_equal(y, y0)
     else:
         np.testing.assert_allclose(y, y0, rtol=1e-5, atol=1e-5)
+
+
+def test_referenced_model_folds_in_its_own_plan(plans, unfolded):
+    """An IF branch with a hybrid layer: the branch's plan (made at its first computation)
+    folds its DEQUANTIZE; the IF itself is never folded, even on a constant condition."""
+    w, s = _weights(5, 4)
+
+    def build():
+        b = nn.Model("then")
+        v = b.input("v", nn.float32, (1, 4))
+        b.output(_hybrid_fc(b, v, w, s), "r")
+        m = nn.Model()
+        m.output(m.op("IF", np.array([True]), b, b, m.input("x", nn.float32, (1, 4))), "y")
+        return m.compile()
+    x = RNG.standard_normal((1, 4)).astype(np.float32)
+    comp = build()
+    assert plans[-1].constant_folds is None and "IF" in _names(plans[-1])
+    y = [comp.run({"x": x})["y"] for _ in range(2)]
+    branch = [p for p in plans if p.constant_folds]
+    assert len(branch) == 1 and branch[0].constant_folds["by_type"] == {"DEQUANTIZE": 1}
+    assert _names(branch[0]) == ["FULLY_CONNECTED"]
+    unfolded()
+    y0 = build().run({"x": x})["y"]
+    np.testing.assert_array_equal(y[0], y0)
+    np.testing.assert_array_equal(y[1], y0)
