@@ -166,20 +166,33 @@ def reference_server():
 
 
 def _comparable(m):
-    """The tolerance outputs are held to, or None where they cannot be: every float constant must be
-    finite and below 1e4 in magnitude (a damaged weight of 1e36 overflows float32 arithmetic, and
-    where that turns into inf depends on the order of the sums).  The tolerance is the corpus's
-    (nnapi_py/tflite/compare.py): 1e-3 of max(1, max |ref|), 2e-2 for a model with hybrid (int8)
-    weights under float activations (LiteRT's hybrid kernels quantize the activations)."""
+    """(whether outputs can be held to the corpus tolerance, whether the model has hybrid weights).
+    Every float constant must be finite and below 1e4 in magnitude: a damaged weight of 1e36
+    overflows float32 arithmetic, and where that turns into inf depends on the order of the sums."""
     hybrid = False
     for t in m.tensors:
         v = t.value
         if v is not None and v.dtype.kind == "f" and v.size and \
                 (not np.all(np.isfinite(v)) or float(np.max(np.abs(v))) > 1e4):
-            return None
+            return False, False
         if v is not None and t.dtype in (np.int8, np.uint8) and t.scale:
             hybrid = True
-    return 2e-2 if hybrid and any(i.dtype == np.float32 for i in m.inputs) else 1e-3
+    return True, hybrid and any(i.dtype == np.float32 for i in m.inputs)
+
+
+def _reference_path(path, hybrid):
+    """The file LiteRT's reference kernels run for the comparison: the damaged file itself, or for
+    a model with hybrid weights (int8 weights, float activations) a copy with the weights
+    dequantized to float32 -- what NNAPI computes exactly (the corpus's rule, tests/tflite_corpus.py
+    float_weights; LiteRT's hybrid kernels quantize the activations on the fly); None when no copy
+    can be made."""
+    if not hybrid:
+        return path
+    import tflite_corpus
+    try:
+        return tflite_corpus.float_weights(path, path + ".float.tflite")
+    except Exception:                           # noqa: BLE001 -- LiteRT's object API refuses the file
+        return None
 
 
 def outcome(path, seed, reference=None):
@@ -215,8 +228,12 @@ def outcome(path, seed, reference=None):
     except Exception as e:                      # noqa: BLE001
         import traceback
         return "internal", f"run: {type(e).__name__}: {e} | {traceback.format_exc()[-600:]}"
-    rtol = _comparable(m)
-    want = reference.outputs(path, xs) if reference is not None and rtol is not None else None
+    comparable, hybrid = _comparable(m)
+    ref_path = _reference_path(path, hybrid) if reference is not None and comparable else None
+    want = reference.outputs(ref_path, xs) if ref_path is not None else None
+    if ref_path is not None and ref_path != path:
+        os.unlink(ref_path)
+    rtol = 1e-3                                 # the corpus's float tolerance (nnapi_py/tflite/compare.py)
     if want is not None and len(want) == len(got):
         for g, w in zip(got, want):
             if w.dtype != np.float32 or g.size != w.size or not np.all(np.isfinite(w)) or \

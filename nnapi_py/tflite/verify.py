@@ -389,14 +389,20 @@ def tensor(m, t, k, s, n_buffers):
     q = t.Quantization()
     if q is not None and q.ScaleLength():
         scales = q.ScaleAsNumpy()
-        if not np.all(np.isfinite(scales)) or np.any(scales < 0):
-            raise Invalid(f"{tw}: quantization scale {scales[:4].tolist()} is not a finite non-negative number")
         nz = q.ZeroPointLength()
-        if nz and nz != len(scales):
-            raise Invalid(f"{tw}: {len(scales)} quantization scales but {nz} zero points")
         zps = q.ZeroPointAsNumpy() if nz else np.zeros(1, np.int64)
         lo, hi = QUANT_RANGES.get(typ, (-2 ** 31, 2 ** 31 - 1))
-        if zps.min() < lo or zps.max() > hi:
+        if len(scales) == 1 and nz <= 1:            # per tensor (most tensors): plain numbers
+            s0, z0 = float(scales[0]), int(zps[0])
+            scale_ok, zp_ok = math.isfinite(s0) and s0 >= 0, lo <= z0 <= hi
+        else:
+            scale_ok = bool(np.all(np.isfinite(scales)) and not np.any(scales < 0))
+            zp_ok = bool(zps.min() >= lo and zps.max() <= hi)
+        if not scale_ok:
+            raise Invalid(f"{tw}: quantization scale {scales[:4].tolist()} is not a finite non-negative number")
+        if nz and nz != len(scales):
+            raise Invalid(f"{tw}: {len(scales)} quantization scales but {nz} zero points")
+        if not zp_ok:
             raise Invalid(f"{tw}: zero point {int(zps[np.argmax((zps < lo) | (zps > hi))])} is outside "
                           f"{_type_name(typ)}'s range {lo}..{hi}")
         qd = q.QuantizedDimension()
