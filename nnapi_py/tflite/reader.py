@@ -1,7 +1,9 @@
-"""Reading a .tflite flatbuffer: the only module of the importer that touches the `tflite`
-package (the official schema's generated Python code).  Everything the rest needs is decoded
-here once: tensors (type, shape, quantization, constant value, sparsity), operators (builtin
-name, op version, inputs, outputs, options table, custom options), subgraph inputs / outputs."""
+"""Reading a .tflite flatbuffer: with verify.py, the only module of the importer that touches the
+`tflite` package (the official schema's generated Python code).  The file is verified first
+(verify.py: a damaged file is LoadError "not a valid .tflite file: <what>", never an out-of-bounds
+read); everything the rest needs is decoded here once, every subgraph at load: tensors (type,
+shape, quantization, constant value, sparsity), operators (builtin name, op version, inputs,
+outputs, options table, custom options), subgraph inputs / outputs."""
 from __future__ import annotations
 
 import os
@@ -154,7 +156,7 @@ class LoadError(Exception):
       table, field or offset at fault.  Exit code 2 (the file given is wrong); `invalid` holds what."""
     exit_code = 1                       # python -m nnapi_py: the model cannot run
     multiline = True                    # its lines are the list of causes
-    invalid = None                      # what is wrong with the file (LoadError.invalid)
+    invalid = None                      # what is wrong with the file (LoadError.invalid_file)
 
     def __init__(self, path, unmapped, hint=""):
         self.unmapped = unmapped
