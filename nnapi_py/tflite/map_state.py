@@ -15,7 +15,7 @@ def call_once(ctx, node):
 @maps("VAR_HANDLE", delegate=False)
 def var_handle(ctx, node):
     o = node.options("VarHandleOptions")
-    ctx.handles[node.outs[0]] = (o.SharedName() or b"").decode() or f"var{node.outs[0]}"
+    ctx.handles[node.outs[0]] = (o.SharedName() or b"").decode(errors="replace") or f"var{node.outs[0]}"
     return "state variable " + ctx.handles[node.outs[0]]
 
 

@@ -152,7 +152,7 @@ class TfliteModel:
             for node in g.nodes:
                 if node.name == "VAR_HANDLE":
                     o = node.options("VarHandleOptions")
-                    handles[node.outs[0]] = (o.SharedName() or b"").decode()
+                    handles[node.outs[0]] = (o.SharedName() or b"").decode(errors="replace")
                 elif node.name == "ASSIGN_VARIABLE":
                     t = g.tensors[node.ins[1]]
                     if t.value is not None and t.dtype in DTYPES.values():
@@ -312,6 +312,9 @@ class TfliteModel:
                 model.output(_distinct(ctx, model, ctx.operand(k), self.tensors[k]), "state:" + v)
             if not whole and not model.operations:      # only bookkeeping (variables, folds): no NNAPI model
                 raise _Failed(p.nodes, "no NNAPI operation in its partition: runs with its neighbours on the CPU")
+            if (not model.inputs or not model.outputs) and p.nodes:  # only constants in, or nothing used out
+                raise _Failed(p.nodes, f"its NNAPI partition would have no {'input' if not model.inputs else 'output'}"
+                                       f" (an NNAPI model needs one): runs on the CPU")
             comp = model.compile(**compile_options)
             if whole:
                 self.compilation = comp

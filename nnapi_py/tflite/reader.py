@@ -27,7 +27,7 @@ class Tensor:
     """One tensor of a subgraph.  value: its constant value (numpy, shaped; the stored values
     only for a sparse tensor) or None; operand: the NNAPI operand once created."""
     __slots__ = ("index", "name", "dtype", "type_name", "shape", "signature", "scale", "zp", "value", "operand",
-                 "scales", "qdim", "sparsity", "variable")
+                 "scales", "qdim", "sparsity", "variable", "stored")
 
     def __init__(self, index, name, dtype, shape, scale=0.0, zp=0, value=None, scales=None, qdim=0,
                  type_name="", signature=None, sparsity=None, variable=False):
@@ -37,6 +37,7 @@ class Tensor:
         self.type_name = type_name or (str(np.dtype(dtype)) if dtype is not None else "?")
         self.signature = signature if signature is not None else shape     # -1: a dimension of any size
         self.sparsity, self.variable = sparsity, variable
+        self.stored = value is not None         # its value is in the file (also one numpy has no type for)
 
 
 class Unmapped(Exception):
@@ -126,22 +127,25 @@ class Graph:
         self.nodes: List[Node] = [reader.node(g.Operators(k), k, index, written)
                                   for k in range(g.OperatorsLength())]
         inputs = set(self.inputs)
+        given = inputs | {t.index for t in self.tensors if t.stored or t.variable}     # values before any operator
         for node in self.nodes:             # operators in an order they can run: a value is read after it is written
             for i in node.outs:
-                if i >= 0 and (i in inputs or self.tensors[i].value is not None):
+                if i >= 0 and (i in inputs or self.tensors[i].stored):
                     what = "an input of the subgraph" if i in inputs else "a constant"
                     raise verify.Invalid(f"subgraph {index}, operator {node.index}: its output tensor {i} "
                                          f"({self.tensors[i].name!r}) is {what}")
             for i in node.ins:
-                if i >= 0 and written.get(i, -1) >= node.index:
+                if i >= 0 and i not in given and written.get(i, node.index) >= node.index:
+                    after = f"operator {written[i]} writes only after it" if i in written else \
+                        "is no input, no constant and written by no operator"
                     raise verify.Invalid(f"subgraph {index}, operator {node.index}: it reads tensor {i} "
-                                         f"({self.tensors[i].name!r}), which operator {written[i]} writes only "
-                                         f"after it")
+                                         f"({self.tensors[i].name!r}), which {after}")
         for i in self.outputs:              # an output nothing gives a value
-            t = self.tensors[i]
-            if i not in written and i not in self.inputs and t.value is None and not t.variable:
-                raise verify.Invalid(f"subgraph {index}: output tensor {i} ({t.name!r}) is no input, no constant "
-                                     f"and written by no operator")
+            if i not in written and i not in given:
+                raise verify.Invalid(f"subgraph {index}: output tensor {i} ({self.tensors[i].name!r}) is no input, "
+                                     f"no constant and written by no operator")
+        if index == 0 and not self.outputs:
+            raise verify.Invalid("subgraph 0 has no outputs")
 
 
 class LoadError(Exception):
@@ -250,8 +254,10 @@ class Reader:
             if len(q_scales) > 1:
                 scales, qdim = [float(x) for x in q_scales], int(q_dim)
         name = raw_name.decode(errors="replace") if raw_name else f"t{k}"
-        return Tensor(k, name, dtype, shape, scale, zp, value, scales, qdim, TYPE_NAMES.get(typ, str(typ)),
-                      sig, sparsity(sp), bool(t.IsVariable()))
+        out = Tensor(k, name, dtype, shape, scale, zp, value, scales, qdim, TYPE_NAMES.get(typ, str(typ)),
+                     sig, sparsity(sp), bool(t.IsVariable()))
+        out.stored = value is not None or data is not None
+        return out
 
     def node(self, op, k, graph=0, written=None) -> Node:
         ins, outs = verify.operator(self.model, op, k, graph, len(self._graph_tensors[graph]),
