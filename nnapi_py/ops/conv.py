@@ -1032,7 +1032,10 @@ def _conv_like_build(op, ins, outs, L, groups_of=None):
     raw = res.quant and groups == 1 and (kh, kw) == (1, 1) and not nchw and not any(pads)
     lean = None
     if res.quant and one is None and pk0 is not None and bias_const is not None and groups == 1 and not nchw \
-            and common.small(ins[0], outs[0]) and n * oh * ow * kh * kw * c <= 16 * common.SMALL:
+            and common.small(ins[0], outs[0]) and n * oh * ow * kh * kw * c <= 16 * common.SMALL \
+            and kh * kw * c * o <= 16 * common.SMALL:
+        # (a small filter too: a large one's product is the general kernel's, in its narrower
+        # dtype and, for a few patches, with the filter first; quant._exact_affine's is float64)
         lean = _small_quant_conv(res, pk0, bias_const, (n, h, w, c), (pt, pl), geom, o)
 
     def kernel(i, oarr):
