@@ -180,19 +180,53 @@ def _comparable(m):
     return True, hybrid and any(i.dtype == np.float32 for i in m.inputs)
 
 
-def _reference_path(path, hybrid):
-    """The file LiteRT's reference kernels run for the comparison: the damaged file itself, or for
-    a model with hybrid weights (int8 weights, float activations) a copy with the weights
-    dequantized to float32 -- what NNAPI computes exactly (the corpus's rule, tests/tflite_corpus.py
-    float_weights; LiteRT's hybrid kernels quantize the activations on the fly); None when no copy
-    can be made."""
-    if not hybrid:
-        return path
-    import tflite_corpus
+def _reference_path(path, m):
+    """For a model with hybrid weights (int8 weights, float activations): a copy of the file with
+    the weights of the operators nnapi_py maps dequantized to float32 -- what NNAPI computes
+    exactly (the corpus's rule, tests/tflite_corpus.py float_weights) -- and those of operators left
+    on LiteRT's hybrid kernels (a damaged scale NNAPI refuses; the bodies of a control-flow operator
+    on the CPU) as they are; None when there is nothing to dequantize or LiteRT's object API refuses
+    the file."""
+    import flatbuffers
+    from ai_edge_litert import schema_py_generated as S
+    cpu = {d.index for d in m.decisions if d.kind == "cpu"}
+    bodies_on_cpu = any(m.graph.nodes[k].name in ("IF", "WHILE", "CALL_ONCE") for k in cpu)
     try:
-        return tflite_corpus.float_weights(path, path + ".float.tflite")
-    except Exception:                           # noqa: BLE001 -- LiteRT's object API refuses the file
+        model = S.ModelT.InitFromPackedBuf(bytearray(open(path, "rb").read()), 0)
+    except Exception:                           # noqa: BLE001
         return None
+    changed = False
+    for s, g in enumerate(model.subgraphs):
+        for k, op in enumerate(g.operators or []):
+            if (s == 0 and k in cpu) or (s > 0 and bodies_on_cpu):
+                continue
+            ins = list(op.inputs if op.inputs is not None else [])
+            if not ins or ins[0] < 0 or g.tensors[ins[0]].type != S.TensorType.FLOAT32:
+                continue
+            for i in ins[1:]:
+                t = g.tensors[i] if i >= 0 else None
+                b = model.buffers[t.buffer] if t is not None else None
+                if t is None or t.type not in (S.TensorType.INT8, S.TensorType.UINT8) or b is None or \
+                        b.data is None or not len(b.data) or t.quantization is None or t.quantization.scale is None:
+                    continue
+                q = np.frombuffer(bytes(bytearray(b.data)), np.int8 if t.type == S.TensorType.INT8 else np.uint8)
+                q = q.reshape(tuple(t.shape)).astype(np.float32)
+                scale = np.asarray(t.quantization.scale, np.float32)
+                zp = np.asarray(t.quantization.zeroPoint if t.quantization.zeroPoint is not None else [0], np.float32)
+                if scale.size > 1:
+                    shape = [1] * q.ndim
+                    shape[t.quantization.quantizedDimension] = -1
+                    scale, zp = scale.reshape(shape), zp.reshape(shape) if zp.size > 1 else zp
+                b.data = np.frombuffer(((q - zp) * scale).astype(np.float32).tobytes(), np.uint8)
+                t.type, t.quantization = S.TensorType.FLOAT32, None
+                changed = True
+    if not changed:
+        return None
+    builder = flatbuffers.Builder(1024)
+    builder.Finish(model.Pack(builder), b"TFL3")
+    with open(path + ".float.tflite", "wb") as f:
+        f.write(builder.Output())
+    return path + ".float.tflite"
 
 
 def outcome(path, seed, reference=None):
@@ -232,9 +266,9 @@ def outcome(path, seed, reference=None):
     if reference is None or not comparable:
         return "ran", ""
     # the corpus's tolerance (nnapi_py/tflite/compare.py): 1e-3 of max(1, max |ref|) against LiteRT's reference
-    # kernels; a model with hybrid weights against them on its dequantized copy, or -- where some of its hybrid
-    # operators stay on LiteRT's hybrid kernels (a damaged scale NNAPI refuses) -- within 2e-2 on the file itself
-    refs = [(1e-3, _reference_path(path, True)), (2e-2, path)] if hybrid else [(1e-3, path)]
+    # kernels; a model with hybrid weights against them on its copy with the weights nnapi_py's NNAPI operations
+    # dequantize dequantized, or within 2e-2 of LiteRT on the file itself (the corpus's two rules)
+    refs = [(1e-3, _reference_path(path, m)), (2e-2, path)] if hybrid else [(1e-3, path)]
     worst = None
     for rtol, ref_path in refs:
         want = reference.outputs(ref_path, xs) if ref_path is not None else None

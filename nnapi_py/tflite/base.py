@@ -106,8 +106,8 @@ class Entry:
 def _applies(rule, ctx, node):
     try:
         return bool(rule.when(ctx, node))
-    except (IndexError, KeyError, AttributeError, TypeError, ValueError):
-        return False
+    except (Unmapped, IndexError, KeyError, AttributeError, TypeError, ValueError, ZeroDivisionError, OverflowError):
+        return False                        # an odd node: its mapper says why it cannot be mapped
 
 
 REGISTRY: Dict[str, Entry] = {}
@@ -152,6 +152,15 @@ def decide(ctx, node, delegate=False) -> Tuple[Optional[Entry], List[str]]:
 F32, F16, I32, U8, I8, BOOL = np.float32, np.float16, np.int32, np.uint8, np.int8, np.bool_
 QUANT = (U8, I8)
 FLOAT = (F32, F16)
+
+
+def axis_in(value, rank, what="axis"):
+    """A TFLite axis (-rank <= axis < rank) as a non-negative one; Unmapped outside that range
+    (a scalar has none): TFLite's kernels refuse it, no modulo makes it another axis."""
+    a = int(value)
+    if not -rank <= a < rank:
+        raise Unmapped(f"{what} {a} is outside the {rank} dimension(s) of its tensor")
+    return a % rank
 
 
 def tensor_of(ctx, node, which=0, out=False):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import nn
-from .base import (F16, F32, FLOAT, I8, I32, NEVER, U8, Rule, Unmapped, maps, not_constant, not_of_type,
+from .base import (F16, F32, FLOAT, I8, I32, NEVER, U8, Rule, Unmapped, axis_in, maps, not_constant, not_of_type,
                    of_type, option, rank_above)
 
 _FLOAT_OR_QUANT8 = Rule(NEVER, "input type other than float / uint8 / int8", not_of_type(F32, F16, U8, I8))
@@ -47,7 +47,8 @@ def reshape(ctx, node):
 def squeeze(ctx, node):
     o = node.options("SqueezeOptions")
     x = ctx.tensors[node.ins[0]]
-    dims = [int(d) % len(x.shape) for d in o.SqueezeDimsAsNumpy()] if o is not None and o.SqueezeDimsLength() \
+    dims = [axis_in(d, len(x.shape), "squeeze dimension") for d in o.SqueezeDimsAsNumpy()] \
+        if o is not None and o.SqueezeDimsLength() \
         else [i for i, d in enumerate(x.shape) if d == 1]
     if not dims:                                # nothing to squeeze: NNAPI wants a non-empty list here
         return ctx.emit("RESHAPE", [ctx.operand(node.ins[0]), ctx.ivec(ctx.tensors[node.outs[0]].shape)],
@@ -100,7 +101,7 @@ def pack(ctx, node):
     axis of size 1, then CONCATENATION (the delegate's lowering without NNAPI's PACK)."""
     o = node.options("PackOptions")
     out = ctx.tensors[node.outs[0]]
-    axis = o.Axis() % len(out.shape)
+    axis = axis_in(o.Axis(), len(out.shape))
     if ctx.level >= 6:
         return ctx.emit("PACK", [int(axis)] + [ctx.operand(k) for k in node.ins], node.outs[0])
     pieces = []
@@ -128,7 +129,7 @@ def unpack(ctx, node):
     """Split along an axis into its slices, each with the axis removed: SPLIT + RESHAPE."""
     o = node.options("UnpackOptions")
     x = ctx.tensors[node.ins[0]]
-    axis = o.Axis() % len(x.shape)
+    axis = axis_in(o.Axis(), len(x.shape))
     piece_shape = list(x.shape)
     piece_shape[axis] = 1
     parts = ctx.op("SPLIT", ctx.operand(node.ins[0]), int(axis), len(node.outs),
@@ -243,7 +244,7 @@ def reverse_v2(ctx, node):
     """REVERSE (feature level 7; one axis per operation: several axes become a chain); below, a
     GATHER of the reversed indices per axis."""
     x = ctx.tensors[node.ins[0]]
-    axes = sorted({int(a) % len(x.shape) for a in ctx.const(node.ins[1], "the axes").reshape(-1)})
+    axes = sorted({axis_in(a, len(x.shape)) for a in ctx.const(node.ins[1], "the axes").reshape(-1)})
     if not axes:
         raise Unmapped("no axis to reverse")
     if ctx.level < 7:

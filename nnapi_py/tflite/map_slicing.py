@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import F16, F32, I8, I32, NEVER, U8, Rule, Unmapped, maps, not_constant, not_of_type, option
+from .base import F16, F32, I8, I32, NEVER, U8, Rule, Unmapped, axis_in, maps, not_constant, not_of_type, option
 
 _FLOAT_OR_QUANT8 = Rule(NEVER, "input type other than float / uint8 / int8", not_of_type(F32, F16, U8, I8))
 
@@ -18,7 +18,7 @@ def gather(ctx, node):
     scalar is [1] in NNAPI), and the axis of size one removed by a RESHAPE."""
     o = node.options("GatherOptions")
     x = ctx.tensors[node.ins[0]]
-    axis = int(o.Axis()) % len(x.shape) if o else 0
+    axis = axis_in(o.Axis(), len(x.shape)) if o else 0
     pos = ctx.tensors[node.ins[1]]
     if pos.shape != ():
         return ctx.emit("GATHER", [ctx.operand(node.ins[0]), axis, ctx.operand(node.ins[1])], node.outs[0])
@@ -84,7 +84,7 @@ def strided_slice(ctx, node):
 def split(ctx, node):
     """TFLite (axis, input) -> NNAPI SPLIT(input, axis, num_splits)."""
     x = ctx.tensors[node.ins[1]]
-    axis = int(ctx.scalar(node.ins[0], "the axis")) % len(x.shape)
+    axis = axis_in(ctx.scalar(node.ins[0], "the axis"), len(x.shape))
     outs = ctx.op("SPLIT", ctx.operand(node.ins[1]), axis, len(node.outs),
                   outputs=[ctx.out(k) for k in node.outs], names=[ctx.tensors[k].name for k in node.outs])
     for k, o in zip(node.outs, outs if isinstance(outs, tuple) else (outs,)):
@@ -96,7 +96,7 @@ def _split_sizes(ctx, node):
     sizes = [int(v) for v in ctx.const(node.ins[1], "size_splits").reshape(-1)]
     axis = int(ctx.const(node.ins[2], "axis").reshape(-1)[0])
     x = ctx.tensors[node.ins[0]]
-    axis %= len(x.shape)
+    axis = axis_in(axis, len(x.shape))
     if -1 in sizes:
         sizes[sizes.index(-1)] = x.shape[axis] - sum(s for s in sizes if s != -1)
     return sizes, axis
