@@ -270,7 +270,31 @@ class Reader:
             c = code.CustomCode()
             name = "CUSTOM_" + (c.decode(errors="replace") if c else "?")
             custom = op.CustomOptionsAsNumpy().tobytes() if op.CustomOptionsLength() else b""
-        return Node(k, name, int(code.Version() or 1), ins, outs, op, custom, graph)
+        node = Node(k, name, int(code.Version() or 1), ins, outs, op, custom, graph)
+        _check_windows(node, graph)
+        return node
+
+
+# convolutions and pools: the options TFLite's kernels divide by or step with (read as the builtin's own options
+# table: absent, or of another type, every field is 0 -- a stride of 0 that LiteRT's kernels do not survive)
+_WINDOWS = {"CONV_2D": ("Conv2DOptions", ("StrideW", "StrideH", "DilationWFactor", "DilationHFactor")),
+            "DEPTHWISE_CONV_2D": ("DepthwiseConv2DOptions", ("StrideW", "StrideH", "DilationWFactor",
+                                                             "DilationHFactor")),
+            "TRANSPOSE_CONV": ("TransposeConvOptions", ("StrideW", "StrideH")),
+            "AVERAGE_POOL_2D": ("Pool2DOptions", ("StrideW", "StrideH", "FilterWidth", "FilterHeight")),
+            "MAX_POOL_2D": ("Pool2DOptions", ("StrideW", "StrideH", "FilterWidth", "FilterHeight")),
+            "L2_POOL_2D": ("Pool2DOptions", ("StrideW", "StrideH", "FilterWidth", "FilterHeight"))}
+
+
+def _check_windows(node, graph):
+    spec = _WINDOWS.get(node.name)
+    if spec is None:
+        return
+    o = node.options(spec[0])
+    bad = [f for f in spec[1] if getattr(o, f)() < 1]
+    if bad:
+        raise verify.Invalid(f"subgraph {graph}, operator {node.index} ({node.name}): {spec[0]} "
+                             f"{', '.join(f'{f} {getattr(o, f)()}' for f in bad)} (each must be at least 1)")
 
 
 def _is_constant(buf) -> bool:
