@@ -33,7 +33,7 @@ twin; Android's code was not copied):
   shapes).  A failure prints the seed, the case and the model; `--dump DIR` writes it as
   DIR/validgraph/<name>.json.gz, which `python tests/cts_runner.py --cts DIR` runs again.
 
-Covered: 97 of the registry's 106 operations.  By value (float64 references written here):
+Covered: 98 of the registry's 106 operations.  By value (float64 references written here):
   the 38 of the first version, plus comparisons, LOGICAL_*, SELECT, FLOOR, LOG, SIN, POW, PRELU,
   CAST, QUANTIZE, DEQUANTIZE, LOG_SOFTMAX, L2_/LOCAL_RESPONSE_/INSTANCE_NORMALIZATION, ARGMAX/MIN,
   REDUCE_MIN/PROD/ALL/ANY, EXPAND_DIMS, FILL, RANK, PACK, REVERSE, TILE, SLICE, STRIDED_SLICE,
@@ -45,7 +45,8 @@ Covered: 97 of the registry's 106 operations.  By value (float64 references writ
   By property: QUANTIZED_LSTM (output_state_out == output, same bytes in every mode),
   LSH_PROJECTION (DENSE bits, SPARSE buckets in range), RANDOM_MULTINOMIAL (indices in range,
   never a class of probability 0, same draws in every mode).
-  Not covered yet (NOT_COVERED): the detection family (AXIS_ALIGNED_BBOX_TRANSFORM,
+  AXIS_ALIGNED_BBOX_TRANSFORM (float32, float16; QUANT16_ASYMM boxes with QUANT8 deltas).
+  Not covered yet (NOT_COVERED): the detection family (
   BOX_WITH_NMS_LIMIT, DETECTION_POSTPROCESSING, GENERATE_PROPOSALS, HEATMAP_MAX_KEYPOINT,
   ROI_ALIGN, ROI_POOLING) and IF / WHILE.
 --devices runs each graph on virtual devices too (DEVICE_SETS: fp16 GPU, quantized NPU, minimal
@@ -1850,8 +1851,64 @@ RECIPES.update({"RNN": _rnn, "UNIDIRECTIONAL_SEQUENCE_RNN": _seq_rnn, "BIDIRECTI
                 "BIDIRECTIONAL_SEQUENCE_LSTM": _bidi_lstm, "QUANTIZED_16BIT_LSTM": _q16_lstm,
                 "QUANTIZED_LSTM": _quantized_lstm, "LSH_PROJECTION": _lsh, "RANDOM_MULTINOMIAL": _multinomial})
 BY_PROPERTY = {"QUANTIZED_LSTM", "LSH_PROJECTION", "RANDOM_MULTINOMIAL"}
+
+
+# ---- detection family ------------------------------------------------------------------------------
+def _bbox_ref(rois, deltas, bidx, info):
+    """AXIS_ALIGNED_BBOX_TRANSFORM as the operation documents it (float64): each [x1, y1, x2, y2]
+    box's centre moved by [dx, dy] times its size, its size scaled by exp([dw, dh]), the corners
+    clipped to [0, width] x [0, height] of its image."""
+    n = rois.shape[0]
+    ncls = deltas.shape[1] // 4
+    d = deltas.reshape(n, ncls, 4)
+    w = (rois[:, 2] - rois[:, 0])[:, None]
+    h = (rois[:, 3] - rois[:, 1])[:, None]
+    cx, cy = rois[:, 0][:, None] + 0.5 * w, rois[:, 1][:, None] + 0.5 * h
+    ncx, ncy = cx + d[..., 0] * w, cy + d[..., 1] * h
+    nw, nh = np.exp(d[..., 2]) * w, np.exp(d[..., 3]) * h
+    ih = info[np.asarray(bidx, np.int64), 0][:, None]
+    iw = info[np.asarray(bidx, np.int64), 1][:, None]
+    out = np.stack([np.clip(ncx - 0.5 * nw, 0, iw), np.clip(ncy - 0.5 * nh, 0, ih),
+                    np.clip(ncx + 0.5 * nw, 0, iw), np.clip(ncy + 0.5 * nh, 0, ih)], axis=-1)
+    return out.reshape(n, ncls * 4)
+
+
+def _random_boxes(rng, n, bidx, info, q16=False):
+    """n boxes [x1, y1, x2, y2] inside their images (x1 <= x2, y1 <= y2); multiples of 1/8 when
+    q16 (TENSOR_QUANT16_ASYMM, scale 0.125)."""
+    ih, iw = info[bidx, 0], info[bidx, 1]
+    xs = np.sort(rng.uniform(0, 1, (n, 2)), axis=1) * iw[:, None]
+    ys = np.sort(rng.uniform(0, 1, (n, 2)), axis=1) * ih[:, None]
+    b = np.stack([xs[:, 0], ys[:, 0], xs[:, 1], ys[:, 1]], axis=1)
+    if q16:
+        b = np.round(b * 8) / 8
+    return b
+
+
+def _bbox_transform(g, rng, x):
+    """AXIS_ALIGNED_BBOX_TRANSFORM: float32 / float16 boxes and deltas, or QUANT16_ASYMM boxes
+    (scale 0.125, zero point 0) with QUANT8_ASYMM(_SIGNED) deltas (the quantized variant; its
+    result checked against the float operation on the library's dequantized inputs)."""
+    t = x.type
+    q = t in QUANT
+    bt = Q16A if q else t
+    batches = _small(rng, 3)
+    n = int(rng.integers(1, 6))
+    ncls = _small(rng, 3)
+    info = np.stack([rng.integers(4, 40, batches), rng.integers(4, 40, batches)], axis=1).astype(np.float64)
+    bidx = np.sort(rng.integers(0, batches, n))
+    boxes = _random_boxes(rng, n, bidx, info, q16=q)
+    r = g.new_input(bt, (n, 4), values=boxes, qp=(0.125, 0) if q else None, const=bool(rng.random() < 0.2))
+    dl = g.new_input(t, (n, 4 * ncls), -0.5, 0.5)
+    bi = g.new_input(I32, (n,), values=bidx, const=bool(rng.random() < 0.5))
+    im = g.new_input(bt, (batches, 2), values=info, qp=(0.125, 0) if q else None, const=bool(rng.random() < 0.5))
+    return g.op("AXIS_ALIGNED_BBOX_TRANSFORM", [r.idx, dl.idx, bi.idx, im.idx], [r, dl, bi, im], _bbox_ref,
+                out_type=bt, out_q=(0.125, 0) if q else "free")
+
+
+RECIPES.update({"AXIS_ALIGNED_BBOX_TRANSFORM": _bbox_transform})
 # registry operations without a recipe yet (the detection family and control flow)
-NOT_COVERED = ("AXIS_ALIGNED_BBOX_TRANSFORM", "BOX_WITH_NMS_LIMIT", "DETECTION_POSTPROCESSING",
+NOT_COVERED = ("BOX_WITH_NMS_LIMIT", "DETECTION_POSTPROCESSING",
                "GENERATE_PROPOSALS", "HEATMAP_MAX_KEYPOINT", "ROI_ALIGN", "ROI_POOLING", "IF", "WHILE")
 
 
