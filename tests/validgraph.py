@@ -33,7 +33,7 @@ twin; Android's code was not copied):
   shapes).  A failure prints the seed, the case and the model; `--dump DIR` writes it as
   DIR/validgraph/<name>.json.gz, which `python tests/cts_runner.py --cts DIR` runs again.
 
-Covered: 98 of the registry's 106 operations.  By value (float64 references written here):
+Covered: 100 of the registry's 106 operations.  By value (float64 references written here):
   the 38 of the first version, plus comparisons, LOGICAL_*, SELECT, FLOOR, LOG, SIN, POW, PRELU,
   CAST, QUANTIZE, DEQUANTIZE, LOG_SOFTMAX, L2_/LOCAL_RESPONSE_/INSTANCE_NORMALIZATION, ARGMAX/MIN,
   REDUCE_MIN/PROD/ALL/ANY, EXPAND_DIMS, FILL, RANK, PACK, REVERSE, TILE, SLICE, STRIDED_SLICE,
@@ -45,10 +45,11 @@ Covered: 98 of the registry's 106 operations.  By value (float64 references writ
   By property: QUANTIZED_LSTM (output_state_out == output, same bytes in every mode),
   LSH_PROJECTION (DENSE bits, SPARSE buckets in range), RANDOM_MULTINOMIAL (indices in range,
   never a class of probability 0, same draws in every mode).
-  AXIS_ALIGNED_BBOX_TRANSFORM (float32, float16; QUANT16_ASYMM boxes with QUANT8 deltas).
+  AXIS_ALIGNED_BBOX_TRANSFORM (float32, float16; QUANT16_ASYMM boxes with QUANT8 deltas), ROI_ALIGN and
+  ROI_POOLING (both layouts, float and quantized with QUANT16_ASYMM regions).
   Not covered yet (NOT_COVERED): the detection family (
-  BOX_WITH_NMS_LIMIT, DETECTION_POSTPROCESSING, GENERATE_PROPOSALS, HEATMAP_MAX_KEYPOINT,
-  ROI_ALIGN, ROI_POOLING) and IF / WHILE.
+  BOX_WITH_NMS_LIMIT, DETECTION_POSTPROCESSING, GENERATE_PROPOSALS, HEATMAP_MAX_KEYPOINT)
+  and IF / WHILE.
 --devices runs each graph on virtual devices too (DEVICE_SETS: fp16 GPU, quantized NPU, minimal
 CPU); --repro DIR writes a failing graph as a standalone Python program (ctypes only) that
 builds, runs and prints it beside the references.
@@ -93,7 +94,8 @@ QUANT_ATOL = 1          # output steps, per quantized operation
 # float32 and truncates x + 0.5 toward zero, so one source row copied to several output rows
 # comes out as -7 or -6 for a float -7.5 (weights summing to 1 within float32).
 QUANT_ATOL_OP = {"SOFTMAX": 2, "LOGISTIC": 2, "TANH": 2, "RESIZE_BILINEAR": 2, "HARD_SWISH": 2,
-                 "MEAN": 2, "AVERAGE_POOL_2D": 2, "L2_POOL_2D": 2}
+                 "MEAN": 2, "AVERAGE_POOL_2D": 2, "L2_POOL_2D": 2,
+                 "ROI_ALIGN": 2}
 TOL = {"f32": (1e-4, 1e-5), "f16": (2.0 ** -7, 2.0 ** -7)}
 # float32 bound for the LSTMs: a step's gates go through sigmoid/tanh products and (layer norm)
 # a division by a standard deviation of a few values, which float32 kernels compute with
@@ -1907,9 +1909,122 @@ def _bbox_transform(g, rng, x):
 
 
 RECIPES.update({"AXIS_ALIGNED_BBOX_TRANSFORM": _bbox_transform})
+
+
+def _roi_inputs(g, rng, x, nchw, q):
+    """Regions [x1, y1, x2, y2] (image coordinates, inside the feature map once divided by the
+    ratios), their batch indices (grouped) and the ratios: multiples of 1/8 for QUANT16 boxes."""
+    n, h, w = x.shape[0], (x.shape[2] if nchw else x.shape[1]), (x.shape[3] if nchw else x.shape[2])
+    hr, wr = float(rng.choice([0.5, 1.0, 2.0, 4.0])), float(rng.choice([0.5, 1.0, 2.0, 4.0]))
+    k = int(rng.integers(1, 5))
+    bidx = np.sort(rng.integers(0, n, k))
+    grid = bool(rng.random() < 0.5)          # corners on the feature map's pixels (ROI_POOLING: no .5 ties)
+    if grid:
+        xs = np.sort(rng.integers(0, w, (k, 2)), axis=1) * wr
+        ys = np.sort(rng.integers(0, h, (k, 2)), axis=1) * hr
+    else:
+        xs = np.sort(rng.uniform(0, w, (k, 2)), axis=1) * wr
+        ys = np.sort(rng.uniform(0, h, (k, 2)), axis=1) * hr
+    boxes = np.stack([xs[:, 0], ys[:, 0], xs[:, 1], ys[:, 1]], axis=1)
+    if q or x.type == F16:
+        boxes = np.floor(boxes * 8) / 8
+    bt = Q16A if q else x.type
+    r = g.new_input(bt, (k, 4), values=boxes, qp=(0.125, 0) if q else None, const=bool(rng.random() < 0.3))
+    bi = g.new_input(I32, (k,), values=bidx, const=bool(rng.random() < 0.5))
+    return r, bi, hr, wr, grid
+
+
+def _roi_align(g, rng, x):
+    """ROI_ALIGN, both layouts: each output bin the mean of sh x sw bilinear samples at the
+    centres of a regular grid over the bin (sampling ratio given, or ceil(bin size) when 0);
+    regions at least 1x1; a sample past the last row / column reads that row / column."""
+    nchw = bool(rng.random() < 0.4)
+    q = x.type in QUANT
+    r, bi, hr, wr, _ = _roi_inputs(g, rng, x, nchw, q)
+    oh, ow = _small(rng, 4), _small(rng, 4)
+    sr_h, sr_w = int(rng.choice([0, 0, 1, 2, 3])), int(rng.choice([0, 0, 1, 2, 3]))
+
+    def ref(a, boxes, bids):
+        xn = to_nhwc(a, nchw)
+        _, h, w, c = xn.shape
+        out = np.zeros((boxes.shape[0], oh, ow, c))
+        for k in range(boxes.shape[0]):
+            x1, y1, x2, y2 = boxes[k, 0] / wr, boxes[k, 1] / hr, boxes[k, 2] / wr, boxes[k, 3] / hr
+            bw, bh = max(x2 - x1, 1.0) / ow, max(y2 - y1, 1.0) / oh
+            sw = sr_w if sr_w > 0 else int(np.ceil(bw))
+            sh = sr_h if sr_h > 0 else int(np.ceil(bh))
+            ys = y1 + bh * np.arange(oh)[:, None] + bh / sh * (np.arange(sh)[None, :] + 0.5)   # (oh, sh)
+            xs = x1 + bw * np.arange(ow)[:, None] + bw / sw * (np.arange(sw)[None, :] + 0.5)   # (ow, sw)
+
+            def taps(p, size):
+                lo = np.floor(p).astype(np.int64)
+                fr = p - lo
+                edge = lo >= size - 1
+                lo = np.where(edge, size - 1, lo)
+                return lo, np.where(edge, size - 1, lo + 1), np.where(edge, 0.0, fr)
+            ya, yb, fy = taps(ys.reshape(-1), h)
+            xa, xb, fx = taps(xs.reshape(-1), w)
+            img = xn[int(bids[k])]
+            v = ((1 - fy)[:, None, None] * ((1 - fx)[None, :, None] * img[ya][:, xa] + fx[None, :, None] * img[ya][:, xb])
+                 + fy[:, None, None] * ((1 - fx)[None, :, None] * img[yb][:, xa] + fx[None, :, None] * img[yb][:, xb]))
+            out[k] = v.reshape(oh, sh, ow, sw, c).mean(axis=(1, 3))
+        return from_nhwc(out, nchw)
+    ins = [x.idx, r.idx, bi.idx, g.i32(oh), g.i32(ow), g.fscalar(x.type, hr), g.fscalar(x.type, wr),
+           g.i32(sr_h), g.i32(sr_w), g.scalar("BOOL", nchw)]
+    # quantized: Android's reference weighs the four taps with weights rounded to 1/255, an
+    # error of up to 2/255 of the input's range per sample; an output scale at least the
+    # input's keeps that within the 2 steps QUANT_ATOL_OP allows (a finer output scale would
+    # magnify it: seed 90 with an output scale a tenth of the input's was 2 steps off)
+    oq = (float(np.float32(x.scale * rng.uniform(1.0, 1.5))), x.zp) if q else "free"
+    return g.op("ROI_ALIGN", ins, [x, r, bi], ref, out_q=oq)
+
+
+def _roi_pooling(g, rng, x):
+    """ROI_POOLING, both layouts: corners divided by the ratios and rounded half away from zero,
+    bins [floor(step * i + start), ceil(step * (i + 1) + start)) with step = max(end - start + 1,
+    1) / bins -- the bin edges computed in float32 as the operation's reference does (an exact
+    rational step would put some edges one pixel over) --, clipped to the map; the maximum of
+    each bin, 0 for an empty bin.  Corners are drawn on the pixel grid or at random (never .5
+    after division: multiples of 1/8 divided by a power of two)."""
+    nchw = bool(rng.random() < 0.4)
+    q = x.type in QUANT
+    r, bi, hr, wr, grid = _roi_inputs(g, rng, x, nchw, q)
+    oh, ow = _small(rng, 4), _small(rng, 4)
+    f = np.float32
+
+    def edges(s, e, bins, size):
+        step = f(max(e - s + 1, 1)) / f(bins)
+        k = np.arange(bins + 1, dtype=f)
+        lo = np.floor(step * k[:-1] + f(s)).astype(np.int64)
+        hi = np.ceil(step * k[1:] + f(s)).astype(np.int64)
+        return np.minimum(lo, size), np.minimum(hi, size)
+
+    def ref(a, boxes, bids):
+        xn = to_nhwc(a, nchw)
+        _, h, w, c = xn.shape
+        out = np.zeros((boxes.shape[0], oh, ow, c))
+        for k in range(boxes.shape[0]):
+            cx = [int(np.sign(v) * np.floor(abs(v) + 0.5)) for v in
+                  (boxes[k, 0] / wr, boxes[k, 1] / hr, boxes[k, 2] / wr, boxes[k, 3] / hr)]
+            hl, hh = edges(cx[1], cx[3], oh, h)
+            wl, wh = edges(cx[0], cx[2], ow, w)
+            img = xn[int(bids[k])]
+            for i in range(oh):
+                for j in range(ow):
+                    if hh[i] > hl[i] and wh[j] > wl[j]:
+                        out[k, i, j] = img[hl[i]:hh[i], wl[j]:wh[j]].max(axis=(0, 1))
+        return from_nhwc(out, nchw)
+    ins = [x.idx, r.idx, bi.idx, g.i32(oh), g.i32(ow), g.fscalar(x.type, hr), g.fscalar(x.type, wr),
+           g.scalar("BOOL", nchw)]
+    del grid
+    return g.op("ROI_POOLING", ins, [x, r, bi], ref, out_q="same")
+
+
+RECIPES.update({"ROI_ALIGN": _roi_align, "ROI_POOLING": _roi_pooling})
+RANK4.update({"ROI_ALIGN", "ROI_POOLING"})
 # registry operations without a recipe yet (the detection family and control flow)
 NOT_COVERED = ("BOX_WITH_NMS_LIMIT", "DETECTION_POSTPROCESSING",
-               "GENERATE_PROPOSALS", "HEATMAP_MAX_KEYPOINT", "ROI_ALIGN", "ROI_POOLING", "IF", "WHILE")
+               "GENERATE_PROPOSALS", "HEATMAP_MAX_KEYPOINT", "IF", "WHILE")
 
 
 # ---- one case --------------------------------------------------------------------------------------
