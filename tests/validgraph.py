@@ -33,7 +33,7 @@ twin; Android's code was not copied):
   shapes).  A failure prints the seed, the case and the model; `--dump DIR` writes it as
   DIR/validgraph/<name>.json.gz, which `python tests/cts_runner.py --cts DIR` runs again.
 
-Covered: 102 of the registry's 106 operations.  By value (float64 references written here):
+Covered: 103 of the registry's 106 operations.  By value (float64 references written here):
   the 38 of the first version, plus comparisons, LOGICAL_*, SELECT, FLOOR, LOG, SIN, POW, PRELU,
   CAST, QUANTIZE, DEQUANTIZE, LOG_SOFTMAX, L2_/LOCAL_RESPONSE_/INSTANCE_NORMALIZATION, ARGMAX/MIN,
   REDUCE_MIN/PROD/ALL/ANY, EXPAND_DIMS, FILL, RANK, PACK, REVERSE, TILE, SLICE, STRIDED_SLICE,
@@ -49,9 +49,9 @@ Covered: 102 of the registry's 106 operations.  By value (float64 references wri
   ROI_POOLING (both layouts, float and quantized with QUANT16_ASYMM regions); IF (then ADD, else MUL
   referenced models, condition both ways) and WHILE (x + y for n = 0..4 steps, an INT32 counter;
   sync / async / burst only: the dynamic mode would make the condition output unknown-shaped).
-  Not covered yet (NOT_COVERED): the detection family (
-  BOX_WITH_NMS_LIMIT, DETECTION_POSTPROCESSING, GENERATE_PROPOSALS, HEATMAP_MAX_KEYPOINT)
-  and IF / WHILE.
+  HEATMAP_MAX_KEYPOINT (both layouts, one clear peak per map: no ties, a well-conditioned fit).
+  Not covered yet (NOT_COVERED): the operations with data-dependent output sizes (
+  BOX_WITH_NMS_LIMIT, DETECTION_POSTPROCESSING, GENERATE_PROPOSALS).
 --devices runs each graph on virtual devices too (DEVICE_SETS: fp16 GPU, quantized NPU, minimal
 CPU); --repro DIR writes a failing graph as a standalone Python program (ctypes only) that
 builds, runs and prints it beside the references.
@@ -2112,9 +2112,62 @@ def _while(g, rng, x):
 
 
 RECIPES.update({"IF": _if, "WHILE": _while})
+
+
+def _heatmap(g, rng, x):
+    """HEATMAP_MAX_KEYPOINT, both layouts: per box and keypoint the heatmap's maximum refined by
+    the quadratic fit of its 3x3 neighbourhood (mirrored at the border), mapped into the box.
+    Inputs with one clear peak (2..3 against a background in [-1, 0.5]) so the maximum is never
+    a tie, the fit's Hessian is far from singular (det > 8) and its offset (< 0.5 cell) never
+    reaches the 1.5-cell clamp: the result is continuous in the inputs there."""
+    t = x.type
+    q = t in QUANT
+    nchw = bool(rng.random() < 0.4)
+    n, size, k = _small(rng, 3), int(rng.integers(2, 7)), _small(rng, 4)
+    hm = rng.uniform(-1.0, 0.5, (n, size, size, k))
+    peak = rng.integers(0, size * size, (n, k))
+    for b in range(n):
+        for j in range(k):
+            hm[b, peak[b, j] // size, peak[b, j] % size, j] = rng.uniform(2.0, 3.0)
+    hx = g.new_input(t, from_nhwc(hm, nchw).shape, -1.0, 3.0, values=from_nhwc(hm, nchw))
+    info = np.tile(np.array([[40.0, 40.0]]), (n, 1))
+    boxes = _random_boxes(rng, n, np.zeros(n, np.int64), info, q16=q or t == F16)
+    bt = Q16A if q else t
+    bx = g.new_input(bt, (n, 4), values=boxes, qp=(0.125, 0) if q else None, const=bool(rng.random() < 0.3))
+
+    def ref(a, bb):
+        h = to_nhwc(a, nchw)
+        scores, kps = np.zeros((n, k)), np.zeros((n, k, 2))
+        for b in range(n):
+            for j in range(k):
+                m = int(np.argmax(h[b, :, :, j].reshape(-1)))
+                mh, mw = m // size, m % size
+
+                def at(dh, dw):
+                    hh, ww = mh + dh, mw + dw
+                    hh = mh - dh if hh < 0 or hh >= size else hh
+                    ww = mw - dw if ww < 0 or ww >= size else ww
+                    return h[b, hh, ww, j]
+                bvec = -np.array([at(0, 1) - at(0, -1), at(1, 0) - at(-1, 0)]) / 2
+                A = np.array([[at(0, -1) - 2 * at(0, 0) + at(0, 1),
+                               (at(1, 1) - at(1, -1) - at(-1, 1) + at(-1, -1)) / 4], [0.0, 0.0]])
+                A[1, 0] = A[0, 1]
+                A[1, 1] = at(-1, 0) - 2 * at(0, 0) + at(1, 0)
+                d = np.linalg.solve(A, bvec)
+                if np.abs(d).max() > 1.5:
+                    d = d * 1.5 / np.abs(d).max()
+                scores[b, j] = at(0, 0) - bvec @ d + d @ A @ d / 2
+                x1, y1, x2, y2 = bb[b]
+                kps[b, j] = [(mw + d[0] + 0.5) / size * (x2 - x1) + x1, (mh + d[1] + 0.5) / size * (y2 - y1) + y1]
+        return scores, kps
+    return g.op("HEATMAP_MAX_KEYPOINT", [hx.idx, bx.idx, g.scalar("BOOL", nchw)], [hx, bx], ref,
+                outs=[(t, "free"), (bt, (0.125, 0) if q else "free")])
+
+
+RECIPES.update({"HEATMAP_MAX_KEYPOINT": _heatmap})
 # registry operations without a recipe yet (the detection family and control flow)
 NOT_COVERED = ("BOX_WITH_NMS_LIMIT", "DETECTION_POSTPROCESSING",
-               "GENERATE_PROPOSALS", "HEATMAP_MAX_KEYPOINT")
+               "GENERATE_PROPOSALS")
 
 
 # ---- one case --------------------------------------------------------------------------------------
