@@ -33,7 +33,7 @@ twin; Android's code was not copied):
   shapes).  A failure prints the seed, the case and the model; `--dump DIR` writes it as
   DIR/validgraph/<name>.json.gz, which `python tests/cts_runner.py --cts DIR` runs again.
 
-Covered: 103 of the registry's 106 operations.  By value (float64 references written here):
+Covered: 104 of the registry's 106 operations.  By value (float64 references written here):
   the 38 of the first version, plus comparisons, LOGICAL_*, SELECT, FLOOR, LOG, SIN, POW, PRELU,
   CAST, QUANTIZE, DEQUANTIZE, LOG_SOFTMAX, L2_/LOCAL_RESPONSE_/INSTANCE_NORMALIZATION, ARGMAX/MIN,
   REDUCE_MIN/PROD/ALL/ANY, EXPAND_DIMS, FILL, RANK, PACK, REVERSE, TILE, SLICE, STRIDED_SLICE,
@@ -50,8 +50,11 @@ Covered: 103 of the registry's 106 operations.  By value (float64 references wri
   referenced models, condition both ways) and WHILE (x + y for n = 0..4 steps, an INT32 counter;
   sync / async / burst only: the dynamic mode would make the condition output unknown-shaped).
   HEATMAP_MAX_KEYPOINT (both layouts, one clear peak per map: no ties, a well-conditioned fit).
+  BOX_WITH_NMS_LIMIT (float32 / float16; hard, linear and gaussian kernels on unambiguous inputs:
+  distinct scores, boxes in disjoint clusters; its data-dependent output size declared, or unknown
+  in the dynamic mode; rows compared per image by score, their order there not being specified).
   Not covered yet (NOT_COVERED): the operations with data-dependent output sizes (
-  BOX_WITH_NMS_LIMIT, DETECTION_POSTPROCESSING, GENERATE_PROPOSALS).
+  DETECTION_POSTPROCESSING, GENERATE_PROPOSALS).
 --devices runs each graph on virtual devices too (DEVICE_SETS: fp16 GPU, quantized NPU, minimal
 CPU); --repro DIR writes a failing graph as a standalone Python program (ctypes only) that
 builds, runs and prints it beside the references.
@@ -2165,8 +2168,110 @@ def _heatmap(g, rng, x):
 
 
 RECIPES.update({"HEATMAP_MAX_KEYPOINT": _heatmap})
+
+
+def _nms_ref(scores, boxes, bidx, th, max_det, iou_th):
+    """BOX_WITH_NMS_LIMIT with the hard kernel on unambiguous inputs (float64): per image and
+    class >= 1 the boxes scoring above th, greedily selected by descending score, a box dropped
+    when its IoU with a selected one is >= iou_th; max_det (>= 0) limits each class and then
+    the image's selections by score.  Rows ordered by image, then descending score."""
+    out = []
+    ncls = scores.shape[1]
+    for b in sorted(set(int(v) for v in bidx)):
+        rows = np.flatnonzero(bidx == b)
+        sel = []
+        for c in range(1, ncls):
+            cand = sorted((r for r in rows if scores[r, c] > th), key=lambda r: -scores[r, c])
+            kept = []
+            for r in cand:
+                bx = boxes[r, 4 * c:4 * c + 4]
+                if all(_iou64(bx, boxes[k, 4 * c:4 * c + 4]) < iou_th for k in kept):
+                    kept.append(r)
+                if max_det >= 0 and len(kept) >= max_det:
+                    break
+            sel += [(scores[r, c], boxes[r, 4 * c:4 * c + 4], c, b) for r in kept]
+        sel.sort(key=lambda e: -e[0])
+        out += sel[:max_det] if max_det >= 0 else sel
+    k = len(out)
+    return (np.array([e[0] for e in out]).reshape(k), np.array([e[1] for e in out]).reshape(k, 4),
+            np.array([e[2] for e in out], np.int64).reshape(k), np.array([e[3] for e in out], np.int64).reshape(k))
+
+
+def _iou64(a, b):
+    iw = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    ih = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    inter = iw * ih
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / union if union > 0 else 0.0
+
+
+def _nms_check(got, wants, reals):
+    """Rows compared per image in descending score (the order inside an image is not
+    specified): scores within the float bound, boxes, classes and images equal."""
+    ws, wb, wc, wi = wants
+    gs, gb, gc, gi = [np.asarray(v) for v in got]
+    if gs.shape != ws.shape:
+        return [f"{gs.shape[0]} boxes selected, expected {ws.shape[0]}"]
+    go = np.lexsort((-gs.astype(np.float64), gi))
+    wo = np.lexsort((-ws, wi))
+    probs = []
+    if not np.allclose(gs.astype(np.float64)[go], ws[wo], rtol=2 ** -9, atol=1e-6):
+        probs.append(f"scores {gs[go].tolist()}, expected {ws[wo].tolist()}")
+    if not np.allclose(gb.astype(np.float64)[go], wb[wo], rtol=2 ** -9, atol=1e-4):
+        probs.append(f"boxes {gb[go].tolist()}, expected {wb[wo].tolist()}")
+    if (gc[go] != wc[wo]).any() or (gi[go] != wi[wo]).any():
+        probs.append(f"classes / images {gc[go].tolist()} / {gi[go].tolist()}, expected "
+                     f"{wc[wo].tolist()} / {wi[wo].tolist()}")
+    return probs
+
+
+def _box_with_nms_limit(g, rng, x):
+    """BOX_WITH_NMS_LIMIT (float32 / float16), an output size that depends on the values:
+    the tester declares the reference's size (sync and other modes) or unknown dimensions
+    (dynamic) and reads the sizes back.  Inputs chosen so the selection is well defined:
+    every score distinct on a grid of 1/64 with the threshold half a step between two; each
+    box a jittered copy of one of a few disjoint 10x10 cluster boxes, so two boxes of a class
+    overlap with IoU >= 0.6 (same cluster) or 0 (different clusters), iou_threshold in
+    [0.3, 0.5]; nms_score_threshold th / 2 (> 0: a box the hard kernel suppresses, its score
+    multiplied by 0, is dropped; with 0 it would stay with score 0, as Android's reference
+    keeps it -- the tester's first reference missed that).  Soft kernels (linear, gaussian) are drawn only with one box per cluster and
+    class (IoU 0 everywhere: scores unchanged)."""
+    t = x.type if x.type in (F32, F16) else F32
+    batches, ncls = _small(rng, 3), int(rng.integers(2, 5))
+    n = int(rng.integers(1, 7))
+    bidx = np.sort(rng.integers(0, batches, n))
+    grid = rng.choice(np.arange(1, 64), n * ncls, replace=False) / 64.0
+    sc = grid.reshape(n, ncls)
+    th = (int(rng.integers(0, 40)) + 0.5) / 64
+    kernel = int(rng.choice([0, 0, 0, 1, 2]))
+    nclu = 6
+    clu = rng.integers(0, nclu, (n, ncls))
+    if kernel:
+        for c in range(ncls):             # one box per (image, class, cluster): IoU 0 between them
+            for b in set(bidx.tolist()):
+                rows = np.flatnonzero(bidx == b)
+                clu[rows, c] = rng.permutation(max(nclu, rows.size))[:rows.size] % nclu \
+                    if rows.size <= nclu else np.arange(rows.size) % nclu
+                if rows.size > nclu:
+                    raise Skip("too many rows for disjoint clusters")
+    jit = np.round(rng.uniform(-0.5, 0.5, (n, ncls, 4)) * 8) / 8
+    base = np.stack([clu * 20.0, np.full(clu.shape, 5.0), clu * 20.0 + 10, np.full(clu.shape, 15.0)], -1)
+    boxes = (base + jit).reshape(n, 4 * ncls)
+    max_det = int(rng.choice([-1, -1, 1, 2, 3]))
+    iou_th = float(rng.choice([0.3, 0.4, 0.5]))
+    s_in = g.new_input(t, (n, ncls), values=sc)
+    b_in = g.new_input(t, (n, 4 * ncls), values=boxes, const=bool(rng.random() < 0.3))
+    i_in = g.new_input(I32, (n,), values=bidx, const=bool(rng.random() < 0.5))
+    ins = [s_in.idx, b_in.idx, i_in.idx, g.fscalar(t, th), g.i32(max_det), g.i32(kernel),
+           g.fscalar(t, iou_th), g.fscalar(t, 0.5), g.fscalar(t, th / 2)]
+    return g.op("BOX_WITH_NMS_LIMIT", ins, [s_in, b_in, i_in],
+                lambda a, bb, ii: _nms_ref(a, bb, ii, th, max_det, iou_th),
+                outs=[(t, "free"), (t, "free"), (I32, "free"), (I32, "free")], check=_nms_check)
+
+
+RECIPES.update({"BOX_WITH_NMS_LIMIT": _box_with_nms_limit})
 # registry operations without a recipe yet (the detection family and control flow)
-NOT_COVERED = ("BOX_WITH_NMS_LIMIT", "DETECTION_POSTPROCESSING",
+NOT_COVERED = ("DETECTION_POSTPROCESSING",
                "GENERATE_PROPOSALS")
 
 
