@@ -2064,6 +2064,12 @@ def _if(g, rng, x):
     if t in QUANT:
         lo, hi = float(min(add.min(), mul.min())), float(max(add.max(), mul.max()))
         qo = g.quant_params(t, lo, hi)
+        # MUL (the else model) needs an output scale above the product of its inputs' scales
+        # (the referenced models are not drawn through the registry's check: seed 3117727, a
+        # raw-integer input of scale 1 made the else model invalid)
+        prod = float(np.float32(x.scale) * np.float32(b.scale))
+        if qo[0] <= prod:
+            qo = (float(np.float32(prod * 1.01)), qo[1])
     else:
         qo = (0.0, 0)
     qa, qb = (x.scale, x.zp), (b.scale, b.zp)
