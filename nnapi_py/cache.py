@@ -307,6 +307,10 @@ class _Pickler(pickle.Pickler):
             return NotImplemented
         if t is types.MethodType:
             return (_bound_method, (obj.__self__, obj.__func__.__name__))
+        if t is types.BuiltinMethodType and not isinstance(obj.__self__, (types.ModuleType, type(None))):
+            # a C method bound to its object (np.add.reduce, an array's take): pickle writes it as
+            # builtins.getattr, which a cache file may not name; the same by _bound_method
+            return (_bound_method, (obj.__self__, obj.__name__))
         if t is _EmptyCellType:
             return (_empty_cell, ())
         if isinstance(obj, _LOCK_TYPES):
