@@ -241,12 +241,18 @@ def test_output_stage_small_calls_use_exact_step_table():
     assert modes == {"float", "int64", "general"}
 
 
-def test_small_quantized_layers_make_their_step_tables_at_compilation(monkeypatch):
+@pytest.mark.parametrize("form", ["table", "direct"])
+def test_small_quantized_layers_make_their_step_tables_at_compilation(monkeypatch, form):
     """A one-pixel quantized layer with constant weights and bias builds its step table when
     it is compiled (not in the middle of a later execution), and its runs match the
-    reference requantization."""
+    reference requantization.  Its stage corrects the negative side (no activation):
+    quant.DirectProduct's two-term form takes it and needs no step table at all; without
+    that form ("table") quant.TableProduct's table form does."""
     import nnapi_py as nn
     from nnapi_py.ops import quant as Q
+    if form == "table":
+        monkeypatch.setattr(Q.DirectProduct, "for_stage", classmethod(lambda cls, *a, **k: None))
+    want = [8] if form == "table" else []
     made = []
     orig = Q.OutputStage._step_table
 
@@ -266,7 +272,7 @@ def test_small_quantized_layers_make_their_step_tables_at_compilation(monkeypatc
              outputs=[(nn.quant8_asymm_signed(0.1, 4), (1, 1, 1, 8))])
     m.output(y, "y")
     comp = m.compile()
-    assert made == [8]
+    assert made == want
     reals = (np.float32(0.05) * scales).astype(np.float64) / 0.1
     for _ in range(4):
         xv = rng.integers(-128, 128, (1, 1, 1, 16)).astype(np.int8)
@@ -274,7 +280,7 @@ def test_small_quantized_layers_make_their_step_tables_at_compilation(monkeypatc
         acc = (xv.astype(np.int64) + 3).reshape(16) @ w.reshape(8, 16).T.astype(np.int64) + bias
         ref = np.clip([Q.Requant(float(reals[c]))(np.array([acc[c]]))[0] for c in range(8)] + np.int64(4), -128, 127)
         np.testing.assert_array_equal(got.reshape(8), ref)
-    assert made == [8]
+    assert made == want
 
 
 # =================================================================================================
@@ -995,18 +1001,33 @@ def test_filter_and_bias_given_at_execution_change_between_runs(op, quant, filte
         np.testing.assert_allclose((outs[k] - outs[0])[ok], k * step, atol=1.0 if quant else 1e-5)
 
 
-def test_one_pixel_quantized_layers_take_the_fused_path(monkeypatch):
-    """The NHWC one-pixel quantized cases above and a one-row quantized FULLY_CONNECTED run
-    quant.TableProduct (and still match the reference, checked by the bit-exact tests); the
-    NCHW one, float layers and a three-row FULLY_CONNECTED do not."""
+def _spy_one_row_products(monkeypatch, calls):
+    """Record the depthwise flag of every quant.DirectProduct / TableProduct run."""
     import nnapi_py.ops.quant as Q
-    calls = []
     orig = Q.TableProduct.__call__
 
     def spy(self, x, out):
         calls.append(self.depthwise)
         return orig(self, x, out)
     monkeypatch.setattr(Q.TableProduct, "__call__", spy)
+    make = Q.DirectProduct._make_run
+
+    def make_spy(self):
+        run = make(self)
+
+        def traced(x, out):
+            calls.append(self.depthwise)
+            run(x, out)
+        return traced
+    monkeypatch.setattr(Q.DirectProduct, "_make_run", make_spy)
+
+
+def test_one_pixel_quantized_layers_take_the_fused_path(monkeypatch):
+    """The NHWC one-pixel quantized cases above and a one-row quantized FULLY_CONNECTED run
+    quant.DirectProduct or TableProduct (and still match the reference, checked by the
+    bit-exact tests); the NCHW one, float layers and a three-row FULLY_CONNECTED do not."""
+    calls = []
+    _spy_one_row_products(monkeypatch, calls)
     for case in ONE_PIXEL_CASES:
         test_conv2d_quant_bit_exact("pc_signed", case)
     for case in DW_CASES[-3:]:
@@ -1017,10 +1038,13 @@ def test_one_pixel_quantized_layers_take_the_fused_path(monkeypatch):
     assert calls == [False] * 3 + [True] * 3 + [False]
 
 
-def test_one_pixel_step_table_only_for_the_table_form(monkeypatch):
-    """A one-pixel layer's stage gets its step table at compilation only when its
-    TableProduct takes the table form; the direct form needs none (and the layers above take
-    both forms, conv, depthwise and FULLY_CONNECTED)."""
+@pytest.mark.parametrize("direct", [True, False])
+def test_one_pixel_step_table_only_for_the_table_form(monkeypatch, direct):
+    """A one-pixel layer's stage gets its step table at compilation only when it takes
+    quant.TableProduct's table form; quant.DirectProduct and TableProduct's direct form need
+    none.  The layers above take DirectProduct (one term and, where the stage corrects its
+    negative side, two); without DirectProduct (direct=False) they take both of
+    TableProduct's forms (conv, depthwise and FULLY_CONNECTED)."""
     import nnapi_py.ops.quant as Q
     made = []
     orig = Q.TableProduct.for_stage.__func__
@@ -1030,16 +1054,27 @@ def test_one_pixel_step_table_only_for_the_table_form(monkeypatch):
         made.append((tp, stage))
         return tp
     monkeypatch.setattr(Q.TableProduct, "for_stage", classmethod(spy))
+    dorig = Q.DirectProduct.for_stage.__func__
+
+    def dspy(cls, taps, zx, stage, out_dtype, depthwise=False):
+        dp = dorig(cls, taps, zx, stage, out_dtype, depthwise) if direct else None
+        if dp is not None:
+            made.append((dp, stage))
+        return dp
+    monkeypatch.setattr(Q.DirectProduct, "for_stage", classmethod(dspy))
     for case in ONE_PIXEL_CASES:
         test_conv2d_quant_bit_exact("pc_signed", case)
     for case in DW_CASES[-3:]:
         test_depthwise_quant_bit_exact("q8", case)
     test_fc_quant_bit_exact(1, True, 1)
-    forms = [tp.direct for tp, _ in made if tp is not None]
-    assert True in forms and False in forms
-    for tp, stage in made:
-        if tp is not None:
-            assert (stage._steps is None) == tp.direct
+    forms = [getattr(p, "combine", None) or p.direct for p, _ in made if p is not None]
+    if direct:
+        assert "add" in forms and ("flip" in forms or "store" in forms)
+    else:
+        assert True in forms and False in forms
+    for p, stage in made:
+        if p is not None:
+            assert (stage._steps is None) == (isinstance(p, Q.DirectProduct) or p.direct)
 
 
 def test_table_product_threads_shapes_and_caller_outputs():

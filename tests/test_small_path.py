@@ -309,3 +309,256 @@ def test_quantized_softmax(seed, signed):
         m.output(m.op("SOFTMAX", xi, beta, axis, outputs=[ot]), "y")
         return m
     _same(*_both(build, {"x": x}))
+
+
+# ---- issue 41, part 3: one-row products, small convolutions, table activations --------------------
+def _vs_general(build, feed, monkeypatch):
+    """Outputs of build()'s model compiled as is and with every lean path off: common.SMALL 0 and
+    no quant.DirectProduct / TableProduct, so one-pixel layers and one-row FULLY_CONNECTED take
+    the general kernels (im2col or depthwise einsum, QuantGemm, then the OutputStage)."""
+    from nnapi_py.ops import quant as Q
+    lean = build().compile().run(feed)
+    with monkeypatch.context() as mp:
+        mp.setattr(common, "SMALL", 0)
+        mp.setattr(Q.DirectProduct, "for_stage", classmethod(lambda cls, *a, **k: None))
+        mp.setattr(Q.TableProduct, "for_stage", classmethod(lambda cls, *a, **k: None))
+        general = build().compile().run(feed)
+    return lean, general
+
+
+def _filter_and_bias(rng, t, signed, per_channel, shape, o):
+    """A quantized filter of `shape` with o output channels along `axis` (per channel: the last
+    axis for depthwise filters [1, KH, KW, O], the first for CONV_2D's) and its bias."""
+    import nnapi_py as nn_
+    axis = 3 if shape[0] == 1 and shape[-1] == o and len(shape) == 4 else 0
+    if per_channel:
+        scales = rng.uniform(0.002, 0.05, o).astype(np.float32)
+        wt = nn_.quant8_symm_per_channel(scales.tolist(), axis)
+        wv = rng.integers(-127, 128, shape).astype(np.int8)
+        bt = nn_.OperandType(nn_.int32.code, 0.0, 0)
+    else:
+        wt = _qtype(rng, signed)
+        wv = _qvalues(rng, shape, signed)
+        bt = nn_.OperandType(nn_.int32.code, float(np.float32(t.scale) * np.float32(wt.scale)), 0)
+    bias = rng.integers(-3000, 3000, o).astype(np.int32)
+    return wt, wv, bt, bias
+
+
+def _out_type(rng, signed):
+    # a zero point inside the range, so that no activation (lo < zp) needs the negative side's
+    # correction and the ReLUs clamp at it
+    return (nn.quant8_asymm_signed if signed else nn.quant8_asymm)(
+        float(rng.uniform(0.02, 0.4)), int(rng.integers(-100, 100)) if signed else int(rng.integers(20, 230)))
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("signed", [False, True])
+def test_quantized_depthwise_one_pixel(seed, signed, monkeypatch):
+    """A depthwise layer whose one output pixel reads its whole input (a streaming step) runs
+    quant.DirectProduct -- one term, or two where the stage corrects its negative side (no
+    activation) -- the general kernel's bytes: per-tensor and per-channel filters, zero
+    points, activations, filter shapes 1xT and KxK."""
+    rng = np.random.default_rng(300 + seed + 20 * signed)
+    kh, kw = (int(rng.integers(1, 22)), 1) if seed % 2 else (int(rng.integers(1, 4)), int(rng.integers(1, 4)))
+    c = int(rng.integers(1, 70))
+    t = _qtype(rng, signed)
+    per_channel = signed and seed % 3 != 0
+    wt, wv, bt, bias = _filter_and_bias(rng, t, signed, per_channel, (1, kh, kw, c), c)
+    ot = _out_type(rng, signed)
+    fuse = [0, 1, 2, 3][seed % 4]
+    xs = [_qvalues(rng, (1, kh, kw, c), signed) for _ in range(3)]
+
+    def build():
+        m = nn.Model()
+        xi = m.input("x", t, (1, kh, kw, c))
+        m.output(m.op("DEPTHWISE_CONV_2D", xi, m.constant(wv, wt), m.constant(bias, bt), 2, 1, 1, 1, fuse,
+                      outputs=[(ot, (1, 1, 1, c))]), "y")
+        return m
+    for x in xs:
+        _same(*_vs_general(build, {"x": x}, monkeypatch))
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("signed", [False, True])
+def test_quantized_conv2d_one_pixel(seed, signed, monkeypatch):
+    """A CONV_2D whose one output pixel reads its whole input (a pointwise layer of a streaming
+    model: 1x1xC -> O, or KxK) runs quant.DirectProduct: the general kernel's bytes."""
+    rng = np.random.default_rng(400 + seed + 20 * signed)
+    kh, kw = (1, 1) if seed % 2 else (int(rng.integers(1, 6)), 1)
+    c, o = int(rng.integers(1, 70)), int(rng.integers(1, 70))
+    t = _qtype(rng, signed)
+    wt, wv, bt, bias = _filter_and_bias(rng, t, signed, signed and seed % 3 != 0, (o, kh, kw, c), o)
+    ot = _out_type(rng, signed)
+    fuse = [0, 1, 2, 3][seed % 4]
+    xs = [_qvalues(rng, (1, kh, kw, c), signed) for _ in range(3)]
+
+    def build():
+        m = nn.Model()
+        xi = m.input("x", t, (1, kh, kw, c))
+        m.output(m.op("CONV_2D", xi, m.constant(wv, wt), m.constant(bias, bt), 2, 1, 1, fuse,
+                      outputs=[(ot, (1, 1, 1, o))]), "y")
+        return m
+    for x in xs:
+        _same(*_vs_general(build, {"x": x}, monkeypatch))
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("signed", [False, True])
+def test_quantized_fully_connected_one_row(seed, signed, monkeypatch):
+    """A one-row quantized FULLY_CONNECTED (a classifier's step, 1xK -> units) runs
+    quant.DirectProduct: the general kernel's bytes, rank-4 inputs flattened, activations."""
+    rng = np.random.default_rng(500 + seed + 20 * signed)
+    size, units = int(rng.integers(1, 400)), int(rng.integers(1, 40))
+    shape = (1, size) if seed % 2 else (1, 1, 1, size)
+    t = _qtype(rng, signed)
+    wt = _qtype(rng, signed)
+    wv = _qvalues(rng, (units, size), signed)
+    bt = nn.OperandType(nn.int32.code, float(np.float32(t.scale) * np.float32(wt.scale)), 0)
+    bias = rng.integers(-3000, 3000, units).astype(np.int32)
+    ot = _out_type(rng, signed)
+    ot = (nn.quant8_asymm_signed if signed else nn.quant8_asymm)(ot.scale * 4, ot.zero_point)
+    fuse = [0, 1, 2, 3][seed % 4]
+    xs = [_qvalues(rng, shape, signed) for _ in range(3)]
+
+    def build():
+        m = nn.Model()
+        xi = m.input("x", t, shape)
+        m.output(m.op("FULLY_CONNECTED", xi, m.constant(wv, wt), m.constant(bias, bt), fuse,
+                      outputs=[(ot, (1, units))]), "y")
+        return m
+    for x in xs:
+        _same(*_vs_general(build, {"x": x}, monkeypatch))
+
+
+def test_one_row_products_take_both_direct_forms():
+    """The layers above reach both of quant.DirectProduct's forms: the one-term clamp (a ReLU at
+    the zero point, or a stage without the correction) and the two-term sum (no activation)."""
+    from nnapi_py.ops import quant as Q
+    rng = np.random.default_rng(9)
+    seen = set()
+    for relu in (True, False):
+        for dt in (np.int8, np.uint8):
+            lo, hi = (-128, 127) if dt == np.int8 else (0, 255)
+            zp = int(rng.integers(lo + 30, hi - 30))
+            st = Q.OutputStage(rng.uniform(1e-4, 2e-3, 16), zp, zp if relu else lo, hi,
+                               bias=rng.integers(-2000, 2000, 16), acc_bound=9 * 255 * 127)
+            dp = Q.DirectProduct.for_stage(rng.integers(-127, 128, (9, 16)), 3, st, dt, True)
+            seen.add(dp.combine)
+    assert seen == {"store", "flip", "add"}
+
+
+@pytest.mark.parametrize("seed", range(18))
+@pytest.mark.parametrize("signed", [False, True])
+def test_quantized_conv2d_small_image(seed, signed, monkeypatch):
+    """The small image's CONV_2D in quant.DirectProduct's form (one gather by take, one product,
+    clamp into bytes, flip or two-term sum; 1x1 without padding or stride: no gather) against
+    the general im2col kernel: explicit and implicit padding, strides, dilation, batches,
+    activations with and without the negative side's correction, per-channel filters."""
+    rng = np.random.default_rng(600 + seed + 30 * signed)
+    n, h, w, c, o = 1 + seed % 2, int(rng.integers(1, 9)), int(rng.integers(1, 9)), int(rng.integers(1, 5)), \
+        int(rng.integers(1, 9))
+    plain = seed % 4 == 0
+    kh, kw = (1, 1) if plain else (int(rng.integers(1, min(h, 3) + 1)), int(rng.integers(1, min(w, 3) + 1)))
+    t = _qtype(rng, signed)
+    wt, wv, bt, bias = _filter_and_bias(rng, t, signed, signed and seed % 3 != 0, (o, kh, kw, c), o)
+    ot = _out_type(rng, signed)
+    fuse = [0, 1, 2, 3, 0][seed % 5]
+    if plain:
+        params = (0, 0, 0, 0, 1, 1, fuse)
+    elif seed % 3 == 0:         # explicit padding, dilation
+        pads = tuple(int(v) for v in rng.integers(0, 2, 4))
+        dh = int(rng.integers(1, 3)) if h >= 2 * kh else 1
+        dw = int(rng.integers(1, 3)) if w >= 2 * kw else 1
+        params = pads + (int(rng.integers(1, 3)), int(rng.integers(1, 3)), fuse, False, dw, dh)
+    else:
+        params = (int(rng.integers(1, 3)), int(rng.integers(1, 3)), int(rng.integers(1, 3)), fuse)
+    x = _qvalues(rng, (n, h, w, c), signed)
+
+    def build():
+        m = nn.Model()
+        xi = m.input("x", t, (n, h, w, c))
+        m.output(m.op("CONV_2D", xi, m.constant(wv, wt), m.constant(bias, bt), *params, outputs=[ot]), "y")
+        return m
+    _same(*_vs_general(build, {"x": x}, monkeypatch))
+
+
+@pytest.mark.parametrize("seed", RNG_SEEDS)
+@pytest.mark.parametrize("op", ["LOGISTIC", "TANH", "HARD_SWISH"])
+@pytest.mark.parametrize("signed", [False, True])
+def test_quantized_table_activations(seed, op, signed):
+    """LOGISTIC / TANH / HARD_SWISH of a small quantized tensor: the table's take with the
+    input's values as indices (int8: mode wrap, the byte pattern) -- the general lookup's bytes,
+    every one of the 256 codes included."""
+    rng = np.random.default_rng(700 + seed + 10 * signed)
+    shape = (256,) if seed == 0 else _shape(rng, int(rng.integers(1, 5)))
+    t = _qtype(rng, signed)
+    if op == "LOGISTIC":
+        ot = (nn.quant8_asymm_signed if signed else nn.quant8_asymm)(1.0 / 256, -128 if signed else 0)
+    elif op == "TANH":
+        ot = (nn.quant8_asymm_signed if signed else nn.quant8_asymm)(1.0 / 128, 0 if signed else 128)
+    else:
+        ot = _qtype(rng, signed)
+    x = (np.arange(256).astype(np.uint8).view(np.int8 if signed else np.uint8).copy() if seed == 0
+         else _qvalues(rng, shape, signed))
+
+    def build():
+        m = nn.Model()
+        xi = m.input("x", t, shape)
+        m.output(m.op(op, xi, outputs=[(ot, shape)]), "y")
+        return m
+    _same(*_both(build, {"x": x}))
+
+
+@pytest.mark.parametrize("seed", RNG_SEEDS)
+@pytest.mark.parametrize("op", ["LOGISTIC", "TANH"])
+def test_float_logistic_tanh(seed, op):
+    """float32 LOGISTIC / TANH of a small tensor: the general kernel's ufunc calls bound once --
+    its bits, with large, tiny, infinite and NaN inputs."""
+    rng = np.random.default_rng(800 + seed)
+    shape = _shape(rng, int(rng.integers(1, 5)))
+    x = (rng.standard_normal(shape) * 10 ** rng.uniform(-3, 2)).astype(np.float32)
+    x.ravel()[: 4] = [np.inf, -np.inf, np.nan, 100.0][: x.size]
+
+    def build():
+        m = nn.Model()
+        xi = m.input("x", nn.float32, shape)
+        m.output(m.op(op, xi, outputs=[(nn.float32, shape)]), "y")
+        return m
+    _same(*_both(build, {"x": x}))
+
+
+@pytest.mark.parametrize("seed", range(18))
+@pytest.mark.parametrize("signed", [False, True])
+def test_quantized_depthwise_small_image(seed, signed, monkeypatch):
+    """The small image's DEPTHWISE_CONV_2D in quant.DirectProduct's form (one take of every
+    pixel's taps per channel, one einsum, clamp into bytes, flip or two-term sum) against the
+    general kernel: explicit and implicit padding, strides, dilation, depth multipliers,
+    batches, activations with and without the negative side's correction, per-channel filters;
+    NCHW takes the general kernel (the same bytes either way)."""
+    rng = np.random.default_rng(900 + seed + 30 * signed)
+    n, h, w, c = 1 + seed % 2, int(rng.integers(1, 9)), int(rng.integers(1, 9)), int(rng.integers(1, 6))
+    mult = int(rng.integers(1, 3)) if seed % 3 == 1 else 1
+    o = c * mult
+    kh, kw = int(rng.integers(1, min(h, 3) + 1)), int(rng.integers(1, min(w, 3) + 1))
+    t = _qtype(rng, signed)
+    wt, wv, bt, bias = _filter_and_bias(rng, t, signed, signed and seed % 3 != 0, (1, kh, kw, o), o)
+    ot = _out_type(rng, signed)
+    fuse = [0, 1, 2, 3, 0][seed % 5]
+    nchw = seed % 6 == 5
+    if seed % 3 == 0:           # explicit padding, dilation
+        pads = tuple(int(v) for v in rng.integers(0, 2, 4))
+        dh = int(rng.integers(1, 3)) if h >= 2 * kh else 1
+        dw = int(rng.integers(1, 3)) if w >= 2 * kw else 1
+        params = pads + (int(rng.integers(1, 3)), int(rng.integers(1, 3)), mult, fuse, nchw, dw, dh)
+    else:
+        params = (int(rng.integers(1, 3)), int(rng.integers(1, 3)), int(rng.integers(1, 3)), mult, fuse, nchw)
+    shape = (n, c, h, w) if nchw else (n, h, w, c)
+    x = _qvalues(rng, shape, signed)
+
+    def build():
+        m = nn.Model()
+        xi = m.input("x", t, shape)
+        m.output(m.op("DEPTHWISE_CONV_2D", xi, m.constant(wv, wt), m.constant(bias, bt), *params, outputs=[ot]),
+                 "y")
+        return m
+    _same(*_vs_general(build, {"x": x}, monkeypatch))

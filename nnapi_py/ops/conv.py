@@ -459,8 +459,9 @@ class _QuantSetup:
 class _StageCache:
     """OutputStage for (packed filter, bias) -- prepared once when both are constants.  For a
     layer whose one output pixel reads its whole input (one_pixel: its depthwise flag) also
-    the quant.TableProduct of that stage (zx: the input zero point); the stage's step table
-    is made here only when no TableProduct takes its direct form (which needs none).
+    the quant.DirectProduct of that stage (zx: the input zero point), or where it has none the
+    quant.TableProduct; the stage's step table is made here only when a TableProduct takes its
+    table form (the direct forms need none).
 
     folded: with a constant filter and bias, the input zero point zx folded into the bias
     (sum (x - zx) w = sum x w - zx sum w: the same integer, so the same bytes), when the
@@ -501,7 +502,8 @@ class _StageCache:
         qs = self.qs
         if one_pixel is not None:
             self.const = qs.stage(bias_value, pk.bound, pk.ch_bound())
-            self.one = Q.TableProduct.for_stage(pk.mat, zx, self.const, qs.out.dtype, one_pixel)
+            self.one = Q.DirectProduct.for_stage(pk.mat, zx, self.const, qs.out.dtype, one_pixel) \
+                or Q.TableProduct.for_stage(pk.mat, zx, self.const, qs.out.dtype, one_pixel)
         raw = None if self.one is not None or xtype is None else self._folded_stage(pk, bias_value, zx, xtype)
         if raw is not None and raw.f32_fix is not None and _CLEAN_OVER_FOLDED \
                 and len(raw.f32_fix[0]) * _CLEAN_TRY_SHARE <= raw.nch:
@@ -610,8 +612,9 @@ class _Output:
     """The output side of a layer's build: quantized -> an OutputStage per (packed filter,
     bias), float -> the float32 bias; zp is the input zero point (centring() tells whether a run
     centres the input by it or pads with it, its zero point folded into the bias).
-    one: the quant.TableProduct of a quantized one-pixel layer (one_pixel: None, or the
-    layer's depthwise flag when _one_pixel holds) with constant filter and bias, else None."""
+    one: the quant.DirectProduct (or TableProduct) of a quantized one-pixel layer (one_pixel:
+    None, or the layer's depthwise flag when _one_pixel holds) with constant filter and bias,
+    else None."""
 
     def __init__(self, ins, outs, fuse, packed, one_pixel=None, fold=False, in_product=False):
         self.quant = ins[0].type not in FLOATS
@@ -682,7 +685,7 @@ class _Output:
 def _one_pixel(nchw, n, h, w, kh, kw, pads, dil, packed):
     """True for a layer whose single output pixel reads its whole input (input height x
     width = the filter's, no padding, batch 1, NHWC: a streaming model's step) with a
-    constant filter: quantized, it gets a quant.TableProduct (_Output.one).  The packed
+    constant filter: quantized, it gets a quant.DirectProduct or TableProduct (_Output.one).  The packed
     filter is [KH*KW*C, O] (convolution) or [KH*KW, C] (depthwise, one output column): the
     patch values of the one pixel in the input's own order."""
     return not (nchw or n != 1 or (h, w) != (kh, kw) or any(pads) or tuple(dil) != (1, 1)
@@ -902,46 +905,83 @@ def _patch_index(dims, pads, geom, pad_slot, ones_slot=None):
 
 
 def _small_direct_conv(res, pk, bias, dims, pads, geom, o):
-    """The small quantized CONV_2D in the direct form of quant.TableProduct (quant._exact_affine:
-    the requantization folded into the product, exactly): the raw patches (the input zero point
-    in the padding) and a one, times [taps * q; K + off - zx sum taps * q], give acc * q + K
-    (+128 for int8) exactly; then the clamp stored into the output's bytes and, int8, the top
-    bit flipped: 5 numpy calls in all.  None where the stage has no direct form."""
+    """The small quantized CONV_2D in quant.DirectProduct's form (quant.direct_columns: the
+    requantization folded into the product exactly, with the negative side's correction as a
+    second block of columns where the stage has one): the input cast into a float64 row that
+    ends with the padding's value (the input zero point) and a one, every patch of it gathered
+    into a kept block by one take (a 1x1 convolution without padding or stride: the row's
+    values are the patches, no gather), one product into a kept block, the clamp stored into
+    bytes, and the int8 top-bit flip or the sum of the two blocks' bytes: 4-5 numpy calls.
+    None where the stage has no such form."""
     n, h, w, c = dims
     kh, kw, (sh, sw), (dh, dw), oh, ow = geom
     qs = res.stages.qs
     zx = res.zp
     st = qs.stage(bias, pk.bound, pk.ch_bound())
-    form = Q._exact_affine(pk.mat, zx, st, qs.out.dtype)
+    form = Q.direct_columns(pk.mat, zx, st, qs.out.dtype)
     if form is None or Q._CLIP_UFUNC is None:
         return None
-    wd, low, high, flip = form
-    hwc = h * w * c
-    idx = _patch_index(dims, pads, geom, hwc, hwc + 1)
-    clip = Q._CLIP_UFUNC
-    scratch = Scratch()
+    wd, low, high, combine = form
+    kdim, nb = wd.shape[0] - 1, wd.shape[1]
+    wd = np.ascontiguousarray(wd.reshape(kdim + 1, nb * o))
+    signed = qs.out.dtype == np.int8
+    hwc, npix = h * w * c, oh * ow
+    plain = (kh, kw, sh, sw) == (1, 1, 1, 1) and not any(pads)     # the input is the patches
+    if not plain:
+        idx = _patch_index(dims, pads, geom, hwc, hwc + 1)          # [npix, kdim + 1] in one image
+        idx = np.ascontiguousarray((idx[None] + (np.arange(n) * (hwc + 2))[:, None, None])
+                                   .reshape(n * npix, kdim + 1))
+    clip, copyto, dot, add, xor = Q._CLIP_UFUNC, np.copyto, np.dot, np.add, np.bitwise_xor
+    flip = np.full(o, -128, np.int8)
+    pool = []
+    pop, push = pool.pop, pool.append
 
-    def init(a):
-        a[:, hwc] = zx
-        a[:, hwc + 1] = 1
+    def new():
+        cols = np.ones((n * npix, kdim + 1), np.float64)     # the last column: the bias row's one
+        if plain:
+            xa, xin = cols, cols[:, :kdim].reshape(n, h, w, c)
+        else:
+            xa = np.empty((n, hwc + 2), np.float64)
+            xa[:, hwc], xa[:, hwc + 1] = zx, 1              # the padding's value, the one
+            xin = xa[:, :hwc].reshape(n, h, w, c)
+        z = np.empty((n * npix, nb * o), np.float64)
+        b = np.empty((n * npix, nb * o), np.uint8)
+        v = b.view(np.int8) if signed else b
+        return [xa.reshape(-1), xin, cols, z, b, v[:, :o], v[:, o:], None, None]
+
+    first = new()
+    if not np.shares_memory(first[1], first[0]):            # (the input's view must be written in place)
+        return None
+    push(first)
 
     def run(x, out):
-        if not out.flags.c_contiguous:         # (a strided output: through a contiguous copy)
-            tmp = np.empty(out.shape, out.dtype)
-            run(x, tmp)
-            out[...] = tmp
-            return
-        bufs = scratch.take()
         try:
-            xa = bufs.array("xa", (n, hwc + 2), np.float64, init=init)
-            np.copyto(xa[:, :hwc], x.reshape(n, hwc), casting="unsafe")
-            z = np.matmul(xa[:, idx], wd)                   # [n, OH*OW, O]: acc * q + K (+ off)
-            b = out.reshape(n, oh * ow, o).view(np.uint8)
-            clip(z, low, high, out=b, casting="unsafe")
-            if flip is not None:
-                np.bitwise_xor(b, 0x80, out=b)
-        finally:
-            scratch.give(bufs)
+            f = pop()
+        except IndexError:
+            f = new()
+        copyto(f[1], x, casting="unsafe")
+        if not plain:
+            f[0].take(idx, None, f[2], "clip")
+        dot(f[2], wd, out=f[3])
+        if out is f[7]:
+            r = f[8]
+        elif out.flags.c_contiguous:
+            r = out.reshape(n * npix, o)
+            if kept_array(out):
+                f[7], f[8] = out, r
+        else:                       # (a strided output: through a contiguous block)
+            r = np.empty((n * npix, o), out.dtype)
+        if combine == "store":
+            clip(f[3], low, high, out=r, casting="unsafe")
+        else:
+            clip(f[3], low, high, out=f[4], casting="unsafe")
+            if combine == "flip":
+                xor(f[5], flip, out=r)
+            else:                   # the two blocks' bytes: their wrapping sum
+                add(f[5], f[6], out=r)
+        if not out.flags.c_contiguous:
+            out[...] = r.reshape(out.shape)
+        push(f)
     return run
 
 
@@ -995,6 +1035,95 @@ def _small_quant_conv(res, pk, bias, dims, pads, geom, o):
     return run
 
 
+def _small_quant_dw(res, taps, bias, dims, pads, geom, m):
+    """The quantized DEPTHWISE_CONV_2D of a small image (the small-tensor path, common.SMALL)
+    with a constant filter and bias, in quant.DirectProduct's form (quant.direct_columns: the
+    requantization folded into the product exactly, the negative side's correction as a second
+    block where the stage has one): the input cast into a float64 row followed by a channel row
+    of the padding's value (the input zero point) and one of ones; every output pixel's taps of
+    every channel gathered from it by one take ([pixels, taps + 1, channels], the last tap the
+    ones); one einsum with the weights [taps + 1, blocks, channels]; the clamp stored into
+    bytes; the int8 top-bit flip or the two blocks' byte sum: 5 numpy calls, the same exact
+    sums as the general kernel.  taps: [KH*KW, O] centred; m: the depth multiplier (output
+    channel o reads input channel o // m).  None where the stage has no such form."""
+    n, h, w, c = dims
+    pt, pl = pads
+    kh, kw, (sh, sw), (dh, dw), oh, ow = geom
+    o = taps.shape[1]
+    qs = res.stages.qs
+    zx = res.zp
+    pk = res.stages.packed.val
+    st = qs.stage(bias, pk.bound, pk.ch_bound())
+    form = Q.direct_columns(taps, zx, st, qs.out.dtype)
+    if form is None or Q._CLIP_UFUNC is None:
+        return None
+    wd, low, high, combine = form                   # [T + 1, B, O]
+    nb, t = wd.shape[1], kh * kw
+    hwc, npix = h * w * c, oh * ow
+    row = hwc + 2 * c                               # image, padding row, ones row
+    oy, ox, ky, kx, oc = np.ix_(np.arange(oh), np.arange(ow), np.arange(kh), np.arange(kw), np.arange(o))
+    iy, ix = oy * sh + ky * dh - pt, ox * sw + kx * dw - pl
+    ci = oc // m
+    inside = (iy >= 0) & (iy < h) & (ix >= 0) & (ix < w)
+    idx = np.where(inside, (iy * w + ix) * c + ci, hwc + ci).reshape(npix, t, o)
+    ones = np.broadcast_to(hwc + c + np.arange(o) // m, (npix, 1, o))
+    idx = np.concatenate([idx, ones], axis=1)                                   # [npix, T + 1, O]
+    idx = np.ascontiguousarray((idx[None] + (np.arange(n) * row)[:, None, None, None])
+                               .reshape(n * npix, t + 1, o), np.intp)
+    sub = "ptc,tkc->pkc" if nb > 1 else "ptc,tc->pc"
+    w_ = np.ascontiguousarray(wd if nb > 1 else wd[:, 0])
+    low, high = low.reshape(nb, o), high.reshape(nb, o)
+    signed = qs.out.dtype == np.int8
+    clip, copyto, add, xor, ein = Q._CLIP_UFUNC, np.copyto, np.add, np.bitwise_xor, Q.c_einsum
+    flip = np.full(o, -128, np.int8)
+    pool = []
+    pop, push = pool.pop, pool.append
+
+    def new():
+        xa = np.empty((n, row), np.float64)
+        xa[:, hwc:hwc + c], xa[:, hwc + c:] = zx, 1
+        cols = np.empty((n * npix, t + 1, o), np.float64)
+        z = np.empty((n * npix, nb, o) if nb > 1 else (n * npix, o), np.float64)
+        b = np.empty((n * npix, nb, o), np.uint8)
+        v = b.view(np.int8) if signed else b
+        return [xa.reshape(-1), xa[:, :hwc].reshape(n, h, w, c), cols, z, b.reshape(z.shape), v[:, 0], v[:, -1],
+                None, None]
+
+    first = new()
+    if not np.shares_memory(first[1], first[0]):            # (the input's view must be written in place)
+        return None
+    push(first)
+
+    def run(x, out):
+        try:
+            f = pop()
+        except IndexError:
+            f = new()
+        copyto(f[1], x, casting="unsafe")
+        f[0].take(idx, None, f[2], "clip")
+        ein(sub, f[2], w_, out=f[3])
+        if out is f[7]:
+            r = f[8]
+        elif out.flags.c_contiguous:
+            r = out.reshape(n * npix, o)
+            if kept_array(out):
+                f[7], f[8] = out, r
+        else:                       # (a strided output: through a contiguous block)
+            r = np.empty((n * npix, o), out.dtype)
+        if combine == "store":
+            clip(f[3], low[0], high[0], out=r, casting="unsafe")
+        else:
+            clip(f[3], low if nb > 1 else low[0], high if nb > 1 else high[0], out=f[4], casting="unsafe")
+            if combine == "flip":
+                xor(f[5], flip, out=r)
+            else:                   # the two blocks' bytes: their wrapping sum
+                add(f[5], f[6], out=r)
+        if not out.flags.c_contiguous:
+            out[...] = r.reshape(out.shape)
+        push(f)
+    return run
+
+
 def _conv_like_build(op, ins, outs, L, groups_of=None):
     """build() shared by CONV_2D and GROUPED_CONV_2D."""
     nchw, (n, h, w, c), pads, strides, dil, fuse = op.params(ins, L)
@@ -1017,6 +1146,7 @@ def _conv_like_build(op, ins, outs, L, groups_of=None):
                   in_product=groups == 1 and _BIAS_IN_PRODUCT)
     scratch = Scratch()
     one = res.one
+    one = getattr(one, "run", one)      # a DirectProduct's closure, called without its method
     bias_const = ins[2].value
     pk0 = packed.val
     if res.quant and one is None and pk0 is not None and groups == 1 and n * oh * ow <= _FEW_ROWS \
@@ -1032,10 +1162,10 @@ def _conv_like_build(op, ins, outs, L, groups_of=None):
     raw = res.quant and groups == 1 and (kh, kw) == (1, 1) and not nchw and not any(pads)
     lean = None
     if res.quant and one is None and pk0 is not None and bias_const is not None and groups == 1 and not nchw \
-            and common.small(ins[0], outs[0]) and n * oh * ow * kh * kw * c <= 16 * common.SMALL \
+            and common.small(ins[0], outs[0]) and 0 < n * oh * ow * kh * kw * c <= 16 * common.SMALL \
             and kh * kw * c * o <= 16 * common.SMALL:
         # (a small filter too: a large one's product is the general kernel's, in its narrower
-        # dtype and, for a few patches, with the filter first; quant._exact_affine's is float64)
+        # dtype and, for a few patches, with the filter first; quant.direct_columns' is float64)
         lean = _small_quant_conv(res, pk0, bias_const, (n, h, w, c), (pt, pl), geom, o)
 
     def kernel(i, oarr):
@@ -1282,8 +1412,14 @@ class DepthwiseConv2D(ConvBase):
         scratch = Scratch()
 
         one = res.one
+        one = getattr(one, "run", one)      # a DirectProduct's closure, called without its method
         bias_const = ins[2].value
         filter_src = packed.src
+        pk0 = packed.val
+        if quant and one is None and pk0 is not None and bias_const is not None and not nchw \
+                and common.small(ins[0], outs[0]) and 0 < n * oh * ow * kh * kw * o <= 4 * common.SMALL:
+            one = _small_quant_dw(res, pk0.mat[:, :o], bias_const, (n, h, w, c), (pt, pl),
+                                  (kh, kw, (sh, sw), (dh, dw), oh, ow), m)
 
         def kernel(i, oarr):
             out = oarr[0]

@@ -211,14 +211,16 @@ class FullyConnected(Op):
             if gemm.val.dtype == np.float32:
                 const_stage.prepare_f32(out.dtype)
             if out.dims is not None and all(out.dims):
-                # one row (a streaming step): quant.TableProduct, unless the row is long and its
-                # product runs in float32 (a classifier's last layer: half the bytes of weights
-                # of TableProduct's float64 product; 1280 -> 1000 units: 0.53 -> 0.3 ms)
+                # one row (a streaming step): quant.DirectProduct, else TableProduct, unless the
+                # row is long and its product runs in float32 (a classifier's last layer: half
+                # the bytes of weights of their float64 product; 1280 -> 1000 units: 0.53 -> 0.3 ms)
                 long_f32 = units > 2 * Q.SMALL_VALUES and (const_stage.f32 or gemm.val.splits)
                 if int(out.dims[0]) == 1 and not long_f32:
-                    one_row = Q.TableProduct.for_stage(gemm.val.wt, x.zp, const_stage, out.dtype)
+                    one_row = Q.DirectProduct.for_stage(gemm.val.wt, x.zp, const_stage, out.dtype) \
+                        or Q.TableProduct.for_stage(gemm.val.wt, x.zp, const_stage, out.dtype)
                 if one_row is None:                # (its table form made the step table itself)
                     const_stage.prepare_small(int(np.prod(out.dims)))
+                one_row = getattr(one_row, "run", one_row)      # a DirectProduct's closure
 
         def k(i, o):
             g = gemm.get(i[1])

@@ -1233,6 +1233,193 @@ class TableProduct:
             out[...] = self.lut.take(idx).reshape(out.shape)
 
 
+def _exact_block(t, zx, q, extra):
+    """Last row of one block of DirectProduct's weights, or None where inexact: per channel j,
+    z_j = x . [t[:, j] q_j; extra_j - zx colsum_j q_j] (x the raw input, |x| <= 255, with a
+    last entry of 1) is computed exactly in float64 in any summation order when every term is
+    a multiple of the finer of q_j's and the constant's binary units and the sum of their
+    magnitudes stays below 2**53 of those units (_exact_affine's argument); extra: Fractions."""
+    from fractions import Fraction
+    ti = t.astype(np.int64)
+    colsum, abssum = ti.sum(0), np.abs(ti).sum(0)
+    last = []
+    for j in range(t.shape[1]):
+        qf = Fraction(float(q[j]))
+        lf = extra[j] - int(zx) * int(colsum[j]) * qf
+        unit = Fraction(1, max(qf.denominator, lf.denominator))
+        if (255 * int(abssum[j]) * qf + abs(lf)) / unit >= 1 << 53 or Fraction(float(lf)) != lf:
+            return None
+        last.append(float(lf))
+    return np.asarray(last, np.float64)
+
+
+def direct_columns(taps, zx, stage, out_dtype):
+    """DirectProduct's form of a constant stage, or None: (weights [K + 1, B, C] float64,
+    low [B * C], high [B * C], combine).  With the stage in its "float" form
+    (OutputStage._try_float: z = acc q + K per channel, q and K exact float64, the reference
+    is clamp(floor(z - [z < zp + 1/2] d)), d = 2**-e <= 1/2 or 0), every block b computes
+    z + c_b exactly from the raw input (_exact_block) and clamps it to byte bounds, so the
+    byte store's truncation is the floor:
+      B = 1, no negative correction (d = 0 or lo >= zp): the output byte is clamp(floor(z) +
+              off, lo + off, hi + off) -- off = 0, "store" (uint8), or 128 with the top bit
+              flipped after, "flip" (int8): TableProduct's direct form;
+      B = 2, the negative side corrected ("add"): out = clamp(floor(z), zp, hi) +
+              clamp(floor(z - d), lo, zp) - zp (for z >= zp + 1/2 the second term is zp, as
+              z - d >= zp; below it the first is zp, as floor(z) <= zp: OutputStage
+              .prepare_f32's two-term form, exact here), the terms stored as the bytes
+              t1 + a and t2 - zp + b with a + b = 0 mod 256 (both in [0, 255]), whose
+              wrapping byte sum is the output's byte (two's complement for int8).
+    None where the stage is not in that float form, lo <= zp <= hi fails with a correction,
+    or a block is inexact."""
+    from fractions import Fraction
+    dt = np.dtype(out_dtype)
+    if stage.mode != "float" or dt.type not in (np.uint8, np.int8):
+        return None
+    t = np.asarray(taps, np.float64)
+    if t.ndim != 2 or not np.all(np.isfinite(t)) or np.any(t != np.rint(t)) or np.abs(t).max(initial=0) > 1 << 16:
+        return None
+    c = t.shape[1]
+    q = np.broadcast_to(np.asarray(stage.q, np.float64), (c,))
+    K = [Fraction(float(v)) for v in np.broadcast_to(np.asarray(stage.K, np.float64), (c,))]
+    lo, hi, zp = stage.lo, stage.hi, stage.zp
+    signed = dt.type is np.int8
+    if not stage.need_neg:
+        off = 128 if signed else 0
+        blocks = [([k + off for k in K], lo + off, hi + off)]
+        combine = "flip" if signed else "store"
+    else:
+        if not lo <= zp <= hi:
+            return None
+        d = np.broadcast_to(np.asarray(stage.corr, np.float64), (c,))
+        if np.any((d != 0) & (d > 0.5)):
+            return None
+        a = max(1, -zp) if signed else -zp     # a + b = 0 mod 256, both terms' bytes in [0, 255]
+        b = (256 - a) if signed else zp
+        if not (0 <= zp + a and hi + a <= 255 and 0 <= lo - zp + b and b <= 255 and (a + b) % 256 == 0):
+            return None
+        blocks = [([k + a for k in K], zp + a, hi + a),
+                  ([k - Fraction(float(dj)) - zp + b for k, dj in zip(K, d)], lo - zp + b, b)]
+        combine = "add"
+    w = np.empty((t.shape[0] + 1, len(blocks), c), np.float64)
+    low, high = [], []
+    for j, (extra, lo_b, hi_b) in enumerate(blocks):
+        last = _exact_block(t, zx, q, extra)
+        if last is None:
+            return None
+        w[:-1, j] = t * q                      # exact: a 17-bit integer times a 31-bit mantissa
+        w[-1, j] = last
+        low.append(np.full(c, float(lo_b)))
+        high.append(np.full(c, float(hi_b)))
+    return w, np.concatenate(low), np.concatenate(high), combine
+
+
+DIRECT_TWO_MAX = 1 << 17       # DirectProduct: most float64 weights of its two-term form (1 MB)
+
+
+class DirectProduct:
+    """The requantized output of a small quantized product whose weights and bias are
+    constant -- one output row: a convolution whose one output pixel reads its whole input, a
+    depthwise one, a one-row FULLY_CONNECTED (a streaming model's step) -- in 4 numpy calls:
+    the raw input cast into a float64 row (with a last entry of one), one exact float64
+    product with the weights of direct_columns (np.dot, or the depthwise einsum), the clamp
+    stored into bytes, and one byte pass (the int8 top-bit flip, or the sum of the two terms
+    of the negative side's correction); a uint8 output without the correction: 3.  No step
+    table (a 64-channel layer's 128 KB, which falls out of the cache between a running
+    model's steps): the depthwise layers of the wake-word models, whose stages correct their
+    negative side (no activation), took quant.TableProduct's table form.
+    taps: [K, O] (out[o] = sum_k x[k] taps[k, o]) or, depthwise, [T, C] (out[c] = sum_t
+    x[t, c] taps[t, c]), centred integers; zx: the input zero point.  Run as
+    run(x, out): x the raw input (K values, or T * C depthwise, in any shape of that size),
+    out the output (any layout).  Buffers come from a pool (one set per concurrent call);
+    each set keeps a flat view of the last output it wrote when that output may be kept
+    (base.kept_array)."""
+
+    def __init__(self, form, k, depthwise, signed):
+        w, low, high, combine = form
+        self.signed = signed
+        nb, c = w.shape[1], w.shape[2]
+        self.depthwise, self.k, self.c, self.blocks, self.combine = depthwise, k, c, nb, combine
+        if not depthwise:
+            w = w.reshape(k + 1, nb * c)
+        elif nb == 1:
+            w = w.reshape(k + 1, c)
+        self.w = np.ascontiguousarray(w)
+        self.low, self.high = low, high
+        self.run = self._make_run()
+
+    @classmethod
+    def for_stage(cls, taps, zx, stage, out_dtype, depthwise=False):
+        """One for this constant stage, or None where direct_columns has no form, or where its
+        two blocks of weights would hold more than DIRECT_TWO_MAX values (a large layer keeps
+        TableProduct: one block of weights and a step table, as before)."""
+        if stage is None or _CLIP_UFUNC is None:
+            return None
+        k, c = np.shape(taps)
+        if stage.mode == "float" and stage.need_neg and 2 * (k + 1) * c > DIRECT_TWO_MAX:
+            return None
+        form = direct_columns(taps, zx, stage, out_dtype)
+        return None if form is None else cls(form, np.shape(taps)[0], depthwise,
+                                                  np.dtype(out_dtype).type is np.int8)
+
+    def __call__(self, x, out):
+        self.run(x, out)
+
+    def _make_run(self):
+        k, c, nb, depthwise, combine = self.k, self.c, self.blocks, self.depthwise, self.combine
+        w, low, high = self.w, self.low, self.high
+        pool = []
+        pop, push = pool.pop, pool.append
+        copyto, dot, clip, add, xor = np.copyto, np.dot, _CLIP_UFUNC, np.add, np.bitwise_xor
+        sub = "tc,tc->c" if nb == 1 else "tc,tkc->kc"
+        flip = np.full(c, -128, np.int8)
+        mode = {"store": 0, "flip": 1, "add": 2 if self.signed else 3}[combine]
+
+        def new(shape):
+            xa = np.ones((k + 1, c) if depthwise else (k + 1,), np.float64)
+            z = np.empty((nb, c) if depthwise and nb > 1 else nb * c, np.float64)
+            b = np.empty(nb * c, np.uint8)
+            # [input shape, row, its view in that shape, product, flat product, bytes,
+            #  the two halves as int8 and as uint8, last output, its flat view]
+            return [shape, xa, xa[:k].reshape(shape), z, z.reshape(-1), b, b[:c].view(np.int8),
+                    b[c:].view(np.int8), b[:c], b[c:], None, None]
+
+        def run(x, out):
+            try:
+                f = pop()
+            except IndexError:
+                f = new(x.shape)
+            if x.shape != f[0]:
+                f[0], f[2] = x.shape, f[1][:k].reshape(x.shape)
+            copyto(f[2], x)
+            if depthwise:
+                c_einsum(sub, f[1], w, out=f[3])
+            else:
+                dot(f[1], w, out=f[3])
+            if out is f[10]:
+                o = f[11]
+            elif out.flags.c_contiguous:
+                o = out.reshape(-1)
+                if kept_array(out):
+                    f[10], f[11] = out, o
+            else:
+                o = None
+            r = o if o is not None else np.empty(c, out.dtype)
+            if mode == 0:                   # uint8, one term: the clamp stored into the output
+                clip(f[4], low, high, out=r, casting="unsafe")
+            else:
+                clip(f[4], low, high, out=f[5], casting="unsafe")
+                if mode == 1:               # int8, one term: (v + 128) with its top bit flipped
+                    xor(f[6], flip, out=r)
+                elif mode == 2:             # int8, two terms: their wrapping byte sum
+                    add(f[6], f[7], out=r)
+                else:                       # uint8, two terms
+                    add(f[8], f[9], out=r)
+            if o is None:                   # (a strided output: through a contiguous row)
+                out[...] = r.reshape(out.shape)
+            push(f)
+        return run
+
+
 # ---- exact rounding and 256-entry tables (8-bit operands) -----------------------------------
 def round_half_away(v):
     """std::round on a float array, exactly: trunc(v) + sign(v) where |v - trunc(v)| >= 0.5.
