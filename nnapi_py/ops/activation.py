@@ -50,6 +50,53 @@ def quant_table(inp, out, real_fn):
     return Q.unary_table(inp.dtype, inp.scale, inp.zp, out.dtype, out.scale, out.zp, real_fn)
 
 
+def _small_lut_kernel(table, in_dtype):
+    """lut_kernel for a small tensor (common.SMALL): the table's own take, straight into the
+    output, with the input's values as indices -- an int8 value v reads entry v mod 256
+    (mode "wrap"), its byte pattern; uint8 values are in range ("clip" clips nothing): one
+    numpy call, no byte view made (a streaming model's LOGISTIC of one value)."""
+    take = table.take
+    mode = "wrap" if np.dtype(in_dtype) == np.int8 else "clip"
+
+    def k(i, o):
+        take(i[0], None, o[0], mode)
+    return k
+
+
+def _table_kernel(ins, outs, table):
+    """The kernel of a table activation: the lean one on small tensors, else lut_kernel."""
+    if small(ins[0], outs[0]):
+        return _small_lut_kernel(table, ins[0].dtype)
+    return lut_kernel(table)
+
+
+def _small_f32(ins, outs):
+    """True for a float32 activation of a small tensor (common.SMALL): its lean kernel makes the
+    general kernel's ufunc calls (the same bits), bound once, without float_kernel's wrapper."""
+    return ins[0].type == F32 and outs[0].dtype == np.float32 and small(ins[0], outs[0])
+
+
+def _small_sigmoid():
+    """_sigmoid's four calls: -x, exp, + 1 (an int 1 meets float32 as float32), 1 / v."""
+    neg, exp, add, rec, one = np.negative, np.exp, np.add, np.reciprocal, np.float32(1)
+
+    def k(i, o):
+        out = o[0]
+        neg(i[0], out=out)
+        exp(out, out=out)
+        add(out, one, out=out)
+        rec(out, out=out)
+    return k
+
+
+def _small_tanh():
+    tanh = np.tanh
+
+    def k(i, o):
+        tanh(i[0], out=o[0])
+    return k
+
+
 # ---- RELU family, LOGISTIC, TANH, HARD_SWISH, ELU ---------------------------------------------
 class _Unary(Op):
     """One tensor in, one tensor of the same type and shape out."""
@@ -138,10 +185,10 @@ class Logistic(_Unary):
 
     def build(self, ins, outs):
         if ins[0].type in FLOATS:
-            return float_kernel(_sigmoid, outs[0].dtype)
+            return _small_sigmoid() if _small_f32(ins, outs) else float_kernel(_sigmoid, outs[0].dtype)
         with np.errstate(over="ignore"):
             tab = quant_table(ins[0], outs[0], lambda v: 1.0 / (1.0 + np.exp(-v)))
-        return lut_kernel(tab)
+        return _table_kernel(ins, outs, tab)
 
 
 @register
@@ -154,8 +201,10 @@ class Tanh(_Unary):
 
     def build(self, ins, outs):
         if ins[0].type in FLOATS:
+            if _small_f32(ins, outs):
+                return _small_tanh()
             return float_kernel(lambda x, out: np.tanh(x, out=out), outs[0].dtype)
-        return lut_kernel(quant_table(ins[0], outs[0], np.tanh))
+        return _table_kernel(ins, outs, quant_table(ins[0], outs[0], np.tanh))
 
 
 def _hard_swish(x, out):
@@ -181,7 +230,7 @@ class HardSwish(_Unary):
 
         def real(v):
             return v * np.clip(v + 3.0, 0.0, 6.0) / 6.0
-        return lut_kernel(quant_table(ins[0], outs[0], real))
+        return _table_kernel(ins, outs, quant_table(ins[0], outs[0], real))
 
 
 @register
@@ -395,28 +444,50 @@ class _SoftmaxBase(Op):
         return b
 
 
-def _small_quant_softmax(exptab, axis, zo, hi, signed):
+def _small_quant_softmax(exptab, axis, zo, hi, signed, shape):
     """Quantized SOFTMAX of a small tensor (common.SMALL): the general kernel's float32 passes
     with the differences max - x taken in int16 (no order-preserving byte flip for int8: the
-    same differences), the table read by its method and the last clamp stored into the output:
-    8-9 numpy calls instead of 11, the same bytes."""
+    same differences), the ufuncs' own reductions (the max and sum methods' Python wrappers
+    skipped: the same loops), the table read by its method, every result into a kept array
+    (one set per concurrent call) and the last clamp stored into the output; uint8 without
+    the floor (every value is >= 1/2 there: the store's truncation is the floor): 8-9 numpy
+    calls, the same bytes."""
     c = np.float32(0.5 + zo)
     f256 = np.float32(256)
     take = exptab.take
+    mx, sm = np.maximum.reduce, np.add.reduce
+    sub, div, mul, add, floor, mini = np.subtract, np.divide, np.multiply, np.add, np.floor, np.minimum
+    kshape = tuple(1 if k == axis else int(d) for k, d in enumerate(shape))
+    shape = tuple(int(d) for d in shape)
+    pool = []
+    pop, push = pool.pop, pool.append
+
+    def new():
+        return (np.empty(kshape, np.int8 if signed else np.uint8), np.empty(shape, np.int16 if signed else np.uint8),
+                np.empty(shape, np.float32), np.empty(kshape, np.float32))
 
     def k(i, o):
         x = i[0]
         if x.size == 0:
             return
-        d = np.subtract(x.max(axis=axis, keepdims=True), x, dtype=np.int16) if signed else \
-            x.max(axis=axis, keepdims=True) - x
-        e = take(d)
-        s = e.sum(axis=axis, keepdims=True)
-        np.divide(f256, s, out=s)
-        e *= s
-        e += c
-        np.floor(e, out=e)
-        np.minimum(e, hi, out=o[0], casting="unsafe")
+        try:
+            m, d, e, s = pop()
+        except IndexError:
+            m, d, e, s = new()
+        mx(x, axis, None, m, True)
+        if signed:
+            sub(m, x, out=d, dtype=np.int16)
+        else:
+            sub(m, x, out=d)
+        take(d, None, e, "clip")
+        sm(e, axis, None, s, True)
+        div(f256, s, out=s)
+        mul(e, s, out=e)
+        add(e, c, out=e)
+        if signed:
+            floor(e, out=e)
+        mini(e, hi, out=o[0], casting="unsafe")
+        push((m, d, e, s))
     return k
 
 
@@ -461,8 +532,8 @@ class Softmax(_SoftmaxBase):
         zo = outs[0].zp
         hi = Q.qrange(outs[0].type)[1]
         signed = ins[0].type == Q8S
-        if small(ins[0], outs[0]):
-            return _small_quant_softmax(exptab, axis, zo, hi, signed)
+        if small(ins[0], outs[0]) and tuple(ins[0].dims) == tuple(outs[0].dims):
+            return _small_quant_softmax(exptab, axis, zo, hi, signed, ins[0].dims)
 
         def k(i, o):
             x = i[0]
