@@ -76,9 +76,11 @@ def _small_f32(ins, outs):
     return ins[0].type == F32 and outs[0].dtype == np.float32 and small(ins[0], outs[0])
 
 
-def _small_sigmoid():
-    """_sigmoid's four calls: -x, exp, + 1 (an int 1 meets float32 as float32), 1 / v."""
-    neg, exp, add, rec, one = np.negative, np.exp, np.add, np.reciprocal, np.float32(1)
+def _small_sigmoid(shape):
+    """_sigmoid's four calls: -x, exp, + 1 (an int 1 meets float32 as float32: here an array of
+    ones of the output's shape, no scalar converted per call), 1 / v."""
+    neg, exp, add, rec = np.negative, np.exp, np.add, np.reciprocal
+    one = np.ones(tuple(int(d) for d in shape), np.float32)
 
     def k(i, o):
         out = o[0]
@@ -185,7 +187,7 @@ class Logistic(_Unary):
 
     def build(self, ins, outs):
         if ins[0].type in FLOATS:
-            return _small_sigmoid() if _small_f32(ins, outs) else float_kernel(_sigmoid, outs[0].dtype)
+            return _small_sigmoid(outs[0].dims) if _small_f32(ins, outs) else float_kernel(_sigmoid, outs[0].dtype)
         with np.errstate(over="ignore"):
             tab = quant_table(ins[0], outs[0], lambda v: 1.0 / (1.0 + np.exp(-v)))
         return _table_kernel(ins, outs, tab)
@@ -452,13 +454,16 @@ def _small_quant_softmax(exptab, axis, zo, hi, signed, shape):
     (one set per concurrent call) and the last clamp stored into the output; uint8 without
     the floor (every value is >= 1/2 there: the store's truncation is the floor): 8-9 numpy
     calls, the same bytes."""
-    c = np.float32(0.5 + zo)
-    f256 = np.float32(256)
     take = exptab.take
     mx, sm = np.maximum.reduce, np.add.reduce
     sub, div, mul, add, floor, mini = np.subtract, np.divide, np.multiply, np.add, np.floor, np.minimum
     kshape = tuple(1 if k == axis else int(d) for k, d in enumerate(shape))
     shape = tuple(int(d) for d in shape)
+    # the constants as arrays of their operands' shapes (the same float32 values the general
+    # kernel's scalars take; no scalar converted per call)
+    c = np.full(shape, 0.5 + zo, np.float32)
+    f256 = np.full(kshape, 256, np.float32)
+    top = np.full(shape, hi, np.float32)
     pool = []
     pop, push = pool.pop, pool.append
 
@@ -486,7 +491,7 @@ def _small_quant_softmax(exptab, axis, zo, hi, signed, shape):
         add(e, c, out=e)
         if signed:
             floor(e, out=e)
-        mini(e, hi, out=o[0], casting="unsafe")
+        mini(e, top, out=o[0], casting="unsafe")
         push((m, d, e, s))
     return k
 

@@ -1313,7 +1313,8 @@ def direct_columns(taps, zx, stage, out_dtype):
     return w, np.concatenate(low), np.concatenate(high), combine
 
 
-DIRECT_TWO_MAX = 1 << 17       # DirectProduct: most float64 weights of its two-term form (1 MB)
+DIRECT_TWO_MAX = 1 << 17       # DirectProduct: most float64 weights of its two-term form (1 MB) ...
+DIRECT_TWO_MIN_C = 8            # ... and fewest channels
 
 
 class DirectProduct:
@@ -1350,12 +1351,15 @@ class DirectProduct:
     @classmethod
     def for_stage(cls, taps, zx, stage, out_dtype, depthwise=False):
         """One for this constant stage, or None where direct_columns has no form, or where its
-        two blocks of weights would hold more than DIRECT_TWO_MAX values (a large layer keeps
-        TableProduct: one block of weights and a step table, as before)."""
+        two-term form would have more than DIRECT_TWO_MAX weights (a large layer keeps
+        TableProduct: one block of weights and a step table, as before) or fewer than
+        DIRECT_TWO_MIN_C channels (a few channels' step table is small enough to stay in cache,
+        and its lookup costs less than the two blocks' clamp and sum: a running wake-word
+        model's FULLY_CONNECTED 1x960 -> 1x1 8.6 against 9.8 us)."""
         if stage is None or _CLIP_UFUNC is None:
             return None
         k, c = np.shape(taps)
-        if stage.mode == "float" and stage.need_neg and 2 * (k + 1) * c > DIRECT_TWO_MAX:
+        if stage.mode == "float" and stage.need_neg and not DIRECT_TWO_MIN_C <= c <= DIRECT_TWO_MAX // (2 * (k + 1)):
             return None
         form = direct_columns(taps, zx, stage, out_dtype)
         return None if form is None else cls(form, np.shape(taps)[0], depthwise,
