@@ -78,11 +78,22 @@ class QuantGemm:
 def _small_float_fc(ins, outs, fuse, size):
     """The lean float32 FULLY_CONNECTED of small tensors with constant weights and bias: the
     general kernel's numpy calls (product into the output, bias added in place, activation)
-    with everything else done here, so the same bits in 2-3 calls."""
+    with everything else done here, so the same bits in 2-3 calls.  The bias and the
+    activation's bounds are kept as arrays of the output's shape (the same float32 values the
+    general kernel's broadcast row and scalars take): no broadcast and no scalar converted
+    per call."""
     wt = np.ascontiguousarray(np.asarray(ins[1].value).T, dtype=np.float32)
-    bias = np.asarray(ins[2].value, np.float32)
-    flat = tuple(ins[0].dims) != (int(outs[0].dims[0]), size)
-    act = _bound_activation(fuse)
+    shape = (int(outs[0].dims[0]), int(outs[0].dims[1]))
+    bias = np.ascontiguousarray(np.broadcast_to(np.asarray(ins[2].value, np.float32), shape))
+    flat = tuple(ins[0].dims) != shape[:1] + (size,)
+    bounds = {C.FUSED_RELU: (0, np.inf), C.FUSED_RELU1: (-1, 1), C.FUSED_RELU6: (0, 6)}.get(fuse)
+    clip = Q._CLIP_UFUNC
+    if bounds is not None and clip is not None:
+        lo, hi = (np.full(shape, v, np.float32) for v in bounds)
+        act = None
+    else:
+        act = _bound_activation(fuse)
+        clip = None
     matmul, add = np.matmul, np.add
 
     def k(i, o):
@@ -93,7 +104,9 @@ def _small_float_fc(ins, outs, fuse, size):
         else:
             out[...] = matmul(x, wt)
         add(out, bias, out=out)
-        if act is not None:
+        if clip is not None:
+            clip(out, lo, hi, out=out)
+        elif act is not None:
             act(out)
     return k
 
