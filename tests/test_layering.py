@@ -98,3 +98,15 @@ def test_only_the_abi_layer_imports_the_support_library_module():
         bad = sorted(m for m in _imports(path) if m == "sl" or m.endswith(".sl"))
         assert not bad, f"{path.relative_to(PKG)} imports nnapi_py.sl (only _capi may)"
     assert "_capi" not in {m.split(".")[0] for m in _imports(PKG / "sl.py")}
+
+
+def test_no_runtime_module_imports_the_testing_package():
+    """nnapi_py/testing/ (the CTS runner, the real-model corpus) is a client layer: it drives the C library
+    and the public API as an application does, and nothing else in the package imports it."""
+    for path in PKG.rglob("*.py"):
+        if path.relative_to(PKG).parts[0] == "testing":
+            continue
+        bad = sorted(m for m in _imports(path) if m.split(".")[0] == "testing")
+        bad += sorted(a.name for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Import)
+                      for a in node.names if a.name.split(".")[:2] == ["nnapi_py", "testing"])
+        assert not bad, f"{path.relative_to(PKG)} imports {bad}: nnapi_py.testing is a client of the runtime"
