@@ -49,18 +49,24 @@ def test_operation_module_imports_only_the_shared_layer(path):
     assert not bad, f"{path.name} imports sibling operation module(s) {bad}; move what they share into ops/common.py"
 
 
-@pytest.mark.parametrize("stem", sorted(SHARED - {"registry", "__init__"}))
-def test_shared_layer_imports_no_operation_module(stem):
+def _shared_modules():
+    """The shared layer's files: ops/<stem>.py, or every module of the package ops/<stem>/ (ops/quant/)."""
+    return [p for stem in sorted(SHARED - {"registry", "__init__"})
+            for p in (sorted((OPS / stem).glob("*.py")) if (OPS / stem).is_dir() else [OPS / f"{stem}.py"])]
+
+
+@pytest.mark.parametrize("path", _shared_modules(), ids=lambda p: str(p.relative_to(OPS).with_suffix("")))
+def test_shared_layer_imports_no_operation_module(path):
     ops = {p.stem for p in _operation_modules()}
-    bad = sorted(m for m in _imports(OPS / f"{stem}.py") if m.startswith("ops.") and m.split(".")[1] in ops)
-    assert not bad, f"ops/{stem}.py (shared layer) imports operation module(s) {bad}"
+    bad = sorted(m for m in _imports(path) if m.startswith("ops.") and m.split(".")[1] in ops)
+    assert not bad, f"ops/{path.relative_to(OPS)} (shared layer) imports operation module(s) {bad}"
 
 
 def test_operations_do_not_import_the_runtime():
     runtime = {"_capi", "model", "compilation", "execution", "memory", "event", "devices", "plan", "cache"}
-    for path in OPS.glob("*.py"):
+    for path in OPS.rglob("*.py"):               # ops/quant/ too
         bad = sorted(m for m in _imports(path) if m.split(".")[0] in runtime)
-        assert not bad, f"ops/{path.name} imports runtime module(s) {bad} (layers import downward only)"
+        assert not bad, f"ops/{path.relative_to(OPS)} imports runtime module(s) {bad} (layers import downward only)"
 
 
 # -- the .tflite importer: one mapping module per operator family over its shared layer (base.py)
