@@ -146,7 +146,7 @@ the model's JSON; --svg OUT.svg: rendered by Graphviz's dot."""
 
 
 def _check_model_json(d, path):
-    """UsageError unless d has the form inspect.model_dict writes (what `show` reads)."""
+    """UsageError unless d has the form describe.model_dict writes (what `show` reads)."""
     need = ('an object with "operands" (a list of {"index", "type", "dims", "scale", "zero_point", "name", '
             '"lifetime"}), "operations" (a list of {"index", "type", "inputs", "outputs"}), "inputs" and "outputs" '
             '(operand indices), as NNAPI_PY_DUMP=DIR or Model.to_json() write')
@@ -203,7 +203,7 @@ def _tflite_nnapi_models(a):
 
 def show(argv):
     import json
-    from . import inspect
+    from . import describe
     ap = _Parser(prog="python -m nnapi_py show", description=SHOW_HELP,
                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("model", metavar="FILE.json|MODEL.tflite")
@@ -252,17 +252,17 @@ def show(argv):
                 if ";" in o["name"]:
                     o["name"] = o["name"].split(";")[0] + ";..."
         if a.dot:
-            print(inspect.to_dot(d), end="")
+            print(describe.to_dot(d), end="")
         elif a.json:
-            print(inspect.to_json(d))
+            print(describe.to_json(d))
         elif a.svg:
-            svg = inspect.render_svg(inspect.to_dot(d))      # RuntimeError without Graphviz: exit 1
+            svg = describe.render_svg(describe.to_dot(d))      # RuntimeError without Graphviz: exit 1
             with open(a.svg, "w") as f:
                 f.write(svg)
         else:
             if title:
                 print(f"== {title}")
-            print(inspect.summary(d))
+            print(describe.summary(d))
     return 0
 
 

@@ -121,7 +121,7 @@ def options_digest(compilation, fp16_indices, level):
     """What else shapes the plan: the compilation's devices, preference and priority, the
     configured devices and faults, the float16 partitions, the feature level, NNAPI_PY_STRICT,
     NNAPI_PY_MAX_TENSOR_BYTES and NNAPI_PY_PROFILE (timed kernels)."""
-    from . import devices as devices_mod, profile
+    from . import devices as devices_mod, profiling
     from .errors import strict
     from .ops.base import MAX_TENSOR_BYTES
     config = devices_mod.CONFIG
@@ -131,14 +131,14 @@ def options_digest(compilation, fp16_indices, level):
     chosen = None if compilation.devices is None else [dev(d) for d in compilation.devices]
     text = repr((chosen, compilation.preference, compilation.priority, level,
                  [dev(d) for d in config.devices], [f.text() for f in config.faults],
-                 sorted(fp16_indices), strict(), MAX_TENSOR_BYTES, bool(profile.ENABLED)))
+                 sorted(fp16_indices), strict(), MAX_TENSOR_BYTES, bool(profiling.ENABLED)))
     return hashlib.blake2b(text.encode(), digest_size=32).digest()
 
 
 # ------------------------------------------------------------------------------ pickling kernels
 _tables = {}            # module name -> ({code: key}, {key: code})
 _tables_lock = threading.Lock()
-_SAFE_MODULES = ("nnapi_py.ops.", "nnapi_py.plan", "nnapi_py.profile", "nnapi_py.cache", "nnapi_py.model",
+_SAFE_MODULES = ("nnapi_py.ops.", "nnapi_py.plan", "nnapi_py.profiling", "nnapi_py.cache", "nnapi_py.model",
                  "nnapi_py.blas", "nnapi_py.constants", "nnapi_py.errors", "nnapi_py.operand",
                  "nnapi_py.event")
 

@@ -7,7 +7,7 @@ import numpy as np
 
 from . import constants as C
 from . import devices
-from . import profile
+from . import profiling
 from .errors import NNError, bad_data, bad_state, strict
 from .plan import Plan
 
@@ -180,7 +180,7 @@ class Compilation:
 
     def _note(self, status):
         self.cache_status = status
-        profile.note("compilation cache " + status)
+        profiling.note("compilation cache " + status)
 
     def cpu_plan(self):
         """The plan an execution that falls back to the CPU implementation runs: float32

@@ -160,8 +160,8 @@ def park():
 
 def shutdown(timeout=10.0):
     import time
-    from . import profile
-    profile.report()
+    from . import profiling
+    profiling.report()
     halted[0] = True
     end = time.monotonic() + timeout
     while _inside and time.monotonic() < end:

@@ -6,7 +6,7 @@ import numpy as np
 
 from . import constants as C
 from . import devices
-from . import inspect
+from . import describe
 from .errors import NNError, bad_data, bad_state
 from .operand import check_operand_type, fully_specified, byte_size, dims_text
 from .ops import registry
@@ -254,7 +254,7 @@ class Model:
         self.finished = True
         if _DUMP:
             try:
-                inspect.dump_runtime_model(self, [_LIFE_NAMES[x] for x in self.life])
+                describe.dump_runtime_model(self, [_LIFE_NAMES[x] for x in self.life])
             except OSError as e:        # a dump directory problem must not fail the client's call
                 _dump_failed(e)
 

@@ -26,7 +26,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from . import constants as C
-from . import inspect as _inspect
+from . import describe as _describe
 
 __all__ = ["NNAPIError", "OperandType", "Model", "Operand", "Compilation", "Execution", "Burst", "Memory",
            "float32", "float16", "int32", "uint32", "bool8", "quant8_asymm", "quant8_asymm_signed",
@@ -750,23 +750,23 @@ class Model:
 
     # -- inspection
     def to_dict(self) -> dict:
-        return _inspect.model_dict(
+        return _describe.model_dict(
             [(o.type.code, list(o.dims), o.type.scale, o.type.zero_point, o.name) for o in self.operands],
             self.operations, [o.index for o in self.inputs], [o.index for o in self.outputs],
             {k: v for k, v in self.values.items()})
 
     def summary(self) -> str:
-        return _inspect.summary(self.to_dict())
+        return _describe.summary(self.to_dict())
 
     def to_json(self) -> str:
-        return _inspect.to_json(self.to_dict())
+        return _describe.to_json(self.to_dict())
 
     def to_dot(self) -> str:
-        return _inspect.to_dot(self.to_dict())
+        return _describe.to_dot(self.to_dict())
 
     def to_svg(self) -> str:
         """SVG rendering of to_dot() (needs Graphviz's `dot` on PATH)."""
-        return _inspect.render_svg(self.to_dot())
+        return _describe.render_svg(self.to_dot())
 
     def __del__(self):
         _release("ANeuralNetworksModel_free", getattr(self, "handle", None))

@@ -13,7 +13,7 @@ from .model import TEMP, INPUT, OUTPUT, CONST, CONST_REF, NO_VALUE, SUBGRAPH, Mo
 from .ops.base import Info, PoolBuffer, Runtime, MAX_TENSOR_BYTES, deferred_failure
 from .event import halted, park, enter_run, leave_run
 from .operand import dims_text
-from . import profile
+from . import profiling
 
 
 def _compatible(declared, got):
@@ -273,7 +273,7 @@ class _ConstantFolds:
                          f"{FOLD_FACTOR}x the model's constants or {FOLD_FLOOR >> 20} MB)")
             if self.failed:
                 text += f"; {self.failed} left to run (their computation fails: reported at execution)"
-            profile.note(text)
+            profiling.note(text)
         return summary
 
 
@@ -454,8 +454,8 @@ class Plan:
             kernel = _in_fp16(kernel, node.round_ins, node.round_outs)
         if raw is not None:
             raw.append(kernel)
-        if profile.ENABLED:
-            kernel = profile.timed(node.name, kernel, profile.kernel_label(node.name, ins, outs))
+        if profiling.ENABLED:
+            kernel = profiling.timed(node.name, kernel, profiling.kernel_label(node.name, ins, outs))
         return kernel
 
     def check_runnable(self):
@@ -826,8 +826,8 @@ class Plan:
                         raise op_failed(e.reason) from None
                     if node.fp16:
                         kern = _in_fp16(kern, node.round_ins, node.round_outs)
-                    if profile.ENABLED:
-                        kern = profile.timed(node.name, kern, profile.kernel_label(node.name, ins, outs))
+                    if profiling.ENABLED:
+                        kern = profiling.timed(node.name, kern, profiling.kernel_label(node.name, ins, outs))
                     if len(node.cache) > 32:
                         node.cache.clear()
                     node.cache[key] = (kern, out_dims)

@@ -326,13 +326,13 @@ def test_cached_compilation_keeps_the_folded_constants(plans, tmp_path):
 
 
 def test_profile_report_says_what_was_folded(monkeypatch):
-    from nnapi_py import profile
-    monkeypatch.setattr(profile, "ENABLED", True)
-    monkeypatch.setattr(profile, "_notes", [])
+    from nnapi_py import profiling
+    monkeypatch.setattr(profiling, "ENABLED", True)
+    monkeypatch.setattr(profiling, "_notes", [])
     w, s = _weights(16, 8)
     _hybrid_model(w, s).compile()
     assert any("constant folding: 1 operation computed at compilation (DEQUANTIZE 1), "
-               f"{16 * 8 * 4 / 2 ** 20:.2f} MB kept as constants" in n for n in profile._notes), profile._notes
+               f"{16 * 8 * 4 / 2 ** 20:.2f} MB kept as constants" in n for n in profiling._notes), profiling._notes
 
 
 def test_importer_hybrid_model(plans, tmp_path):

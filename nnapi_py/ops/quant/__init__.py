@@ -20,8 +20,8 @@ import threading
 
 import numpy as np
 
-from .. import constants as C
-from .base import kept_array
+from ... import constants as C
+from ..base import kept_array
 
 INT32_MIN = -(1 << 31)
 INT32_MAX = (1 << 31) - 1
