@@ -128,7 +128,7 @@ def ops_in_process(names, runs):
     tensors (constants included) in elements; prints "op <mean us> <elements> <label>"."""
     global _TENSORS
     import numpy as np
-    from nnapi_py import profile, constants as C
+    from nnapi_py import profiling as profile, constants as C
     import nnapi_py.tflite as T
     import tflite_corpus
     _TENSORS = set(C.TENSOR_TYPES)
