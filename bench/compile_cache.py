@@ -13,7 +13,6 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
 
 MODELS = ("facenet_uint8", "efficientnet_lite0")
 
@@ -41,8 +40,8 @@ def measure(path, cache_dir):
 
 def main(names=MODELS):
     try:
-        import tflite_corpus
-        models = tflite_corpus.models()
+        from nnapi_py.testing import corpus
+        models = corpus.models()
     except Exception as e:
         print(f"compile_cache unavailable ({type(e).__name__}: {e})")
         return 0

@@ -12,14 +12,10 @@ the operation's median, and the class-by-class time as that times the median of 
 own ratios (the operation's time less its NMS part plus the walk, over the operation's time),
 so the ratio is measured side by side.
 """
-import os
 import statistics
-import sys
 import time
 
 import numpy as np
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 ANCHORS, CLASSES = 1917, 91
 ROUNDS = 5

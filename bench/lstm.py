@@ -5,14 +5,11 @@ weights, one thread, measured alternately in one process.
 
 Prints "lstm_nnapi <ms> lstm_torch <ms>" (medians), or "lstm unavailable (...)".
 """
-import os
 import statistics
 import sys
 import time
 
 import numpy as np
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 T_STEPS, N_IN, UNITS, PROJ, LAYERS = 100, 40, 512, 128, 2
 

@@ -5,13 +5,9 @@ Prints "torch_nnapi_float32 <ms> torch_eager_float32 <ms>": medians of N runs ea
 alternately in the same process, one thread.  Needs torch (CI installs torch==2.13.0).
 """
 import ctypes
-import os
 import statistics
 import sys
 import time
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def main(runs=10):

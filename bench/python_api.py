@@ -6,14 +6,11 @@ reusable Execution.run versus the raw compute call it makes (no getOutputOperand
 output's shape is fully specified).
 Prints "pyapi_builder_us <extra us per call> pyapi_run_us <extra us per run>".
 """
-import os
 import statistics
 import sys
 import time
 
 import numpy as np
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def median_us(fn, n, repeats=7):

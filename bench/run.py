@@ -68,10 +68,9 @@ def threads_line():
 
 def quantized_cnn_mean(rows, ratios):
     """Issue 28's goal row: the geometric mean of ours / LiteRT builtin over the quantized CNNs of
-    the corpus (tests/tflite_corpus.py QUANTIZED_CNNS: classifier, embedding network, detector),
+    the corpus (nnapi_py/testing/corpus.py QUANTIZED_CNNS: classifier, embedding network, detector),
     with the mean that also counts the tiny ones (TINY_QUANTIZED: fixed cost per call) under it."""
-    sys.path.insert(0, os.path.join(ROOT, "tests"))
-    from tflite_corpus import QUANTIZED_CNNS, TINY_QUANTIZED
+    from nnapi_py.testing.corpus import QUANTIZED_CNNS, TINY_QUANTIZED
     got = {r[0].split("/")[0].strip(): r[1] for r in rows if r[0].endswith("/builtin")}
 
     def mean(names):
@@ -97,8 +96,7 @@ def small_rows(rows, ratios):
     2x."""
     script = os.path.join(ROOT, "bench", "small_path.py")
     r = subprocess.run([sys.executable, script, "all"], env=ENV, capture_output=True, text=True)
-    sys.path.insert(0, os.path.join(ROOT, "bench"))
-    from small_path import INT8_WAKE
+    from small_path import INT8_WAKE           # bench/ is this script's directory
     for line in (r.stdout or "").splitlines():
         parts = line.split()
         if parts[:1] == ["small_op_max"]:

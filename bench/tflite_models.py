@@ -16,7 +16,6 @@ import time
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
 
 
 WARMUP_S = 0.5     # LiteRT's benchmark_model default (--warmup_min_secs=0.5, at least one run)
@@ -49,15 +48,15 @@ def main(rounds=11, per_round=4, warmup_s=WARMUP_S, only=()):
     try:
         from ai_edge_litert.interpreter import Interpreter, OpResolverType
         import nnapi_py.tflite as T
-        import tflite_corpus
-        models = tflite_corpus.models()
+        from nnapi_py.testing import corpus
+        models = corpus.models()
     except Exception as e:          # no LiteRT / parser / corpus: say why, measure nothing
         print(f"tflite unavailable ({type(e).__name__}: {e})")
         return 0
     for name, path in sorted(models.items()):
         if only and name not in only:
             continue
-        shapes = tflite_corpus.INPUT_SHAPES.get(name)
+        shapes = corpus.INPUT_SHAPES.get(name)
         try:
             m = T.load(path, input_shapes=shapes) if shapes else T.load(path)
         except Exception as e:      # a model that does not load yet: say so, measure the others

@@ -437,18 +437,18 @@ def test_c_host(tmp_path):
 
 
 def test_conformance_subset_in_cache_mode(tmp_path, capfd, monkeypatch):
-    """tests/cts_runner.py's --cache mode on a subset: every compilation twice, the second (the
-    one run) from the cache; all pass, and every second compilation was a hit."""
-    import cts_runner
-    if not cts_runner.cts_available(cts_runner.default_cts_dir()):
-        pytest.skip(cts_runner.skip_message(cts_runner.default_cts_dir()))
+    """The conformance runner's --cache mode (nnapi_py/testing/cts.py) on a subset: every compilation
+    twice, the second (the one run) from the cache; all pass, and every second compilation was a hit."""
+    from nnapi_py.testing import cts
+    if not cts.cts_available(cts.default_cts_dir()):
+        pytest.skip(cts.skip_message(cts.default_cts_dir()))
     monkeypatch.setenv("NNAPI_PY_TRACE", "1")
     # and the operations with small-tensor kernels (bound C methods such as np.add.reduce, which
     # pickle would write as builtins.getattr: every such entry was once refused as corrupt)
-    res = cts_runner.run(ops=["CONV_2D", "FULLY_CONNECTED", "WHILE", "IF", "LSTM", "ADD", "MUL", "SOFTMAX",
-                              "AVERAGE_POOL_2D", "MEAN", "REDUCE_ANY", "GATHER", "DEPTHWISE_CONV_2D"],
-                         modes=("sync",),
-                         cache_dir=str(tmp_path))
+    res = cts.run(ops=["CONV_2D", "FULLY_CONNECTED", "WHILE", "IF", "LSTM", "ADD", "MUL", "SOFTMAX",
+                       "AVERAGE_POOL_2D", "MEAN", "REDUCE_ANY", "GATHER", "DEPTHWISE_CONV_2D"],
+                  modes=("sync",),
+                  cache_dir=str(tmp_path))
     err = capfd.readouterr().err
     assert res.failed == 0, res.failure_report()
     hits = err.count("compilation cache hit")

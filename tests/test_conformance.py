@@ -1,5 +1,5 @@
 """Conformance: Android's NNAPI CTS generated tests, run through the C ABI of
-build/lib/libneuralnetworks.so by tests/cts_runner.py.
+build/lib/libneuralnetworks.so by the conformance runner, nnapi_py/testing/cts.py.
 
 The whole vector set is run once per test module (all four modes); the tests below
 then look at the results.  The same set also runs, in a child process started first so
@@ -14,23 +14,22 @@ import sys
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import cts_runner  # noqa: E402
+from nnapi_py.testing import cts
 
-MODES = cts_runner.ALL_MODES
+MODES = cts.ALL_MODES
 FOUNDATION_OPS = ("ADD", "MUL", "RELU", "SOFTMAX", "FULLY_CONNECTED", "RESHAPE")
 
 
 @pytest.fixture(scope="module")
 def level8_run():
-    """`cts_runner.py --feature-level 8` in a child process (all modes), started at once."""
-    lib_path = cts_runner.default_lib_path(8)
-    if not cts_runner.cts_available(cts_runner.default_cts_dir()) or not os.path.exists(lib_path):
+    """`python -m nnapi_py.testing.cts --feature-level 8` in a child process (all modes), started at once."""
+    lib_path = cts.default_lib_path(8)
+    if not cts.cts_available(cts.default_cts_dir()) or not os.path.exists(lib_path):
         yield None
         return
     env = dict(os.environ)
     env.pop("NNAPI_PY_LIB", None)
-    proc = subprocess.Popen([sys.executable, cts_runner.__file__, "--feature-level", "8"], env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "nnapi_py.testing.cts", "--feature-level", "8"], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     yield proc
     if proc.poll() is None:
@@ -41,13 +40,13 @@ def level8_run():
 @pytest.fixture(scope="module")
 def results(level8_run):
     pytest.importorskip("cffi")
-    cts_dir = cts_runner.default_cts_dir()
-    if not cts_runner.cts_available(cts_dir):
-        pytest.skip(cts_runner.skip_message(cts_dir))
-    lib_path = cts_runner.default_lib_path()
+    cts_dir = cts.default_cts_dir()
+    if not cts.cts_available(cts_dir):
+        pytest.skip(cts.skip_message(cts_dir))
+    lib_path = cts.default_lib_path()
     if not os.path.exists(lib_path):
         pytest.skip(f"conformance: skipped (library {lib_path} not built; run `make lib`)")
-    return cts_runner.run(modes=MODES, lib_path=lib_path, cts_dir=cts_dir)
+    return cts.run(modes=MODES, lib_path=lib_path, cts_dir=cts_dir)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -70,13 +69,13 @@ def test_foundation_ops(results):
     for mode in MODES:
         recs = results.records_for(mode=mode, ops_subset_of=FOUNDATION_OPS)
         for r in recs:
-            if r.status == cts_runner.NOT_IMPLEMENTED:
+            if r.status == cts.NOT_IMPLEMENTED:
                 key = (mode, r.message or r.step)
                 not_impl[key] = not_impl.get(key, 0) + 1
-            elif r.status != cts_runner.PASSED:
+            elif r.status != cts.PASSED:
                 problems.append(r.describe())
         for op in FOUNDATION_OPS:
-            if not any(op in r.ops and r.status == cts_runner.PASSED for r in recs):
+            if not any(op in r.ops and r.status == cts.PASSED for r in recs):
                 problems.append(f"[{mode}] {op}: no passing test")
     if problems or not_impl:
         lines = [f"[{mode}] {n} tests not implemented: {msg}"

@@ -17,8 +17,7 @@ import sys
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import cts_runner  # noqa: E402
+from nnapi_py.testing import cts
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -26,7 +25,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 @pytest.fixture(scope="module")
 def fuzz_run():
     """One run of 4 batches of 3,000 calls (seed 1000), on the vectors where they are present."""
-    cts_dir = cts_runner.default_cts_dir()
+    cts_dir = cts.default_cts_dir()
     r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "fuzz.py"), "--seed", "1000", "--batches", "4",
                         "--calls", "3000", "--timeout", "120", "--cts", cts_dir],
                        capture_output=True, text=True, timeout=600)
@@ -43,7 +42,7 @@ def test_short_fuzz_run(fuzz_run):
 
 def test_short_fuzz_run_mutated_models(fuzz_run):
     cts_dir, r = fuzz_run
-    if not cts_runner.cts_available(cts_dir):
+    if not cts.cts_available(cts_dir):
         pytest.skip(f"fuzz: mutated conformance models skipped (no CTS vectors at {cts_dir}; "
                     "set NNAPI_PY_CTS to their directory)")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]

@@ -50,7 +50,7 @@ def test_pkg_config_path_for_a_custom_prefix(tmp_path):
 DOCS = os.path.join(ROOT, "docs")
 MD_FILES = ["README.md"] + sorted(os.path.join("docs", f) for f in os.listdir(DOCS) if f.endswith(".md"))
 # Paths that a named make target or the corpus fetch creates (not in a fresh clone).
-MADE = ("build/",                      # make lib, make demo, tests/tflite_corpus.py's models()
+MADE = ("build/",                      # make lib, make demo, nnapi_py/testing/corpus.py's models()
         "nnapi_py/cmake", "nnapi_py/include", "nnapi_py/pkgconfig", "nnapi_py/feature-level")  # pip install .
 # Paths inside TensorFlow Lite's source tree (docs/support_library.md builds it), not this repository's.
 FOREIGN = ("tools/benchmark", "tools/delegates/")
@@ -121,18 +121,15 @@ def test_readme_is_short_and_newcomer_first():
 
 
 def test_readme_corpus_fetch_names_a_real_function_and_path():
-    """The README's "A model to try" one-liner calls tests/tflite_corpus.py's models(), and the path
+    """The README's "A model to try" one-liner calls nnapi_py/testing/corpus.py's models(), and the path
     it then runs is where models() puts that model (checked without the network)."""
-    sys.path.insert(0, os.path.join(ROOT, "tests"))
-    try:
-        import tflite_corpus
-    finally:
-        sys.path.pop(0)
-    assert callable(tflite_corpus.models)
-    line = next(ln for ln in README.splitlines() if "tflite_corpus" in ln and ln.startswith(".venv/bin/python -c"))
+    from nnapi_py.testing import corpus
+    assert callable(corpus.models)
+    line = next(ln for ln in README.splitlines()
+                if "from nnapi_py.testing import corpus" in ln and ln.startswith(".venv/bin/python -c"))
     name = re.search(r"models\(\)\['(\w+)'\]", line).group(1)
     path = re.search(r"run (build/corpus/models/\S+\.tflite)", README).group(1)
     assert path.endswith(f"/{name}.tflite")
-    assert os.path.relpath(os.path.join(tflite_corpus.CACHE, "models"), ROOT) == "build/corpus/models"
+    assert os.path.relpath(os.path.join(corpus.CACHE, "models"), ROOT) == "build/corpus/models"
     if os.path.exists(os.path.join(ROOT, path)):
-        assert tflite_corpus.models()[name] == os.path.join(ROOT, path)
+        assert corpus.models()[name] == os.path.join(ROOT, path)

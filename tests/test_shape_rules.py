@@ -12,7 +12,7 @@ import random
 import numpy as np
 import pytest
 
-import cts_runner
+from nnapi_py.testing import cts
 from nnhelp import T, Opd, run_op, AT_EXECUTION
 
 RECURRENT = ("RNN", "SVDF", "LSTM", "UNIDIRECTIONAL_SEQUENCE_RNN", "BIDIRECTIONAL_SEQUENCE_RNN",
@@ -24,20 +24,20 @@ DOCUMENTED = {0, 1, 3, 4, 5, 6, 8}   # NO_ERROR, OUT_OF_MEMORY, UNEXPECTED_NULL,
                                      # BAD_STATE, OUTPUT_INSUFFICIENT_SIZE
 MUTATIONS_PER_OP = 24
 
-_CTS = cts_runner.default_cts_dir()
+_CTS = cts.default_cts_dir()
 _LIB = None
 
 
 def _library():
     global _LIB
     if _LIB is None:
-        _LIB = cts_runner.Library(cts_runner.default_lib_path())
+        _LIB = cts.Library(cts.default_lib_path())
     return _LIB
 
 
 def _models(op):
     out = []
-    for t in cts_runner.load_vectors(_CTS, ops=[op]):
+    for t in cts.load_vectors(_CTS, ops=[op]):
         if not isinstance(t, tuple) and len(t.main.operations) == 1 and not t.referenced \
                 and not t.expect_failure:
             out.append(t)
@@ -70,14 +70,14 @@ def _mutate(t, r):
     return t
 
 
-@pytest.mark.skipif(not cts_runner.cts_available(_CTS), reason=cts_runner.skip_message(_CTS))
+@pytest.mark.skipif(not cts.cts_available(_CTS), reason=cts.skip_message(_CTS))
 @pytest.mark.parametrize("op", RECURRENT + DETECTION)
 def test_mutated_dimensions_give_documented_codes(op):
     models = _models(op)
     if not models:
         pytest.skip(f"no conformance vectors of {op}")
     r = random.Random(f"issue25-{op}")
-    runner = cts_runner._Runner(_library())
+    runner = cts.Runner(_library())
     failed_at = {}
     for k in range(MUTATIONS_PER_OP):
         t = _mutate(r.choice(models), r)

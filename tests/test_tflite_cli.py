@@ -234,8 +234,8 @@ def test_compare_on_corpus_models_follows_the_policy(name):
     detection outputs are held to the float bound (LiteRT's own optimized kernels' class 81 vs 0 is
     shown as outside it, never as within); every printed verdict agrees with its numbers."""
     needs_litert()
-    import tflite_corpus
-    path = tflite_corpus.model_or_skip(name)
+    from nnapi_py.testing import corpus
+    path = corpus.model_or_skip(name)
     p = run_cli(path, "--compare")
     assert p.returncode == 0, p.stdout + p.stderr
     assert "verdict: MATCH" in p.stdout

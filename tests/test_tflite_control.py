@@ -13,7 +13,7 @@ pytest.importorskip("tflite", reason="the tflite parser package is not installed
 import nnapi_py.tflite as T  # noqa: E402
 import tflite_writer as W  # noqa: E402
 from tflite_ref import reference  # noqa: E402
-import tflite_corpus  # noqa: E402
+from nnapi_py.testing import corpus  # noqa: E402
 
 F32, I32, BOOL = np.float32, np.int32, np.bool_
 
@@ -119,7 +119,7 @@ def test_while_becomes_nnapi_while(tmp_path, counter_shape):
 
 def test_real_wake_word_model_runs_its_if_on_nnapi():
     """openWakeWord's hey_jarvis: the classifier's second stage sits in an IF (two subgraphs)."""
-    path = tflite_corpus.model_or_skip("oww_hey_jarvis")
+    path = corpus.model_or_skip("oww_hey_jarvis")
     m = T.load(path)
     [d] = nodes(m, "IF")
     assert d.kind == "nnapi" and "then: subgraph 2, 26 operation(s)" in d.text, d.text
@@ -171,13 +171,13 @@ def test_if_inside_a_while_body(tmp_path):
 def test_real_vad_runs_its_while_on_nnapi(tmp_path):
     """Mycroft Precise's VAD: a GRU written as a WHILE over 29 time steps (four loop values, the
     input sequence input-only) with hybrid int8 weights, the whole model one NNAPI partition;
-    equal to LiteRT on the model with its weights dequantized (tflite_corpus.float_weights)."""
-    path = tflite_corpus.model_or_skip("precise_vad")
+    equal to LiteRT on the model with its weights dequantized (corpus.float_weights)."""
+    path = corpus.model_or_skip("precise_vad")
     m = T.load(path)
     [d] = nodes(m, "WHILE")
     assert d.kind == "nnapi" and d.text.startswith("WHILE (4 loop value(s), 1 input-only"), d.text
     assert [p.nnapi for p in m.partitions] == [True]
-    exact = tflite_corpus.float_weights(path, str(tmp_path / "vad_float.tflite"))
+    exact = corpus.float_weights(path, str(tmp_path / "vad_float.tflite"))
     x = np.random.default_rng(5).uniform(-1, 1, (1, 29, 13)).astype(F32)
     np.testing.assert_allclose(m.run([x])[0], reference(exact, [x])[0], rtol=1e-5, atol=1e-6)
 

@@ -183,7 +183,7 @@ def _comparable(m):
 def _reference_path(path, m):
     """For a model with hybrid weights (int8 weights, float activations): a copy of the file with
     the weights of the operators nnapi_py maps dequantized to float32 -- what NNAPI computes
-    exactly (the corpus's rule, tests/tflite_corpus.py float_weights) -- and those of operators left
+    exactly (the corpus's rule, nnapi_py/testing/corpus.py float_weights) -- and those of operators left
     on LiteRT's hybrid kernels (a damaged scale NNAPI refuses; the bodies of a control-flow operator
     on the CPU) as they are; None when there is nothing to dequantize or LiteRT's object API refuses
     the file."""
@@ -300,8 +300,8 @@ def worker(spec):
     """Child process: damage the files of `spec` and print one JSON line per file (a line before
     each file, so a crash names it)."""
     import signal
-    import tflite_corpus
-    models = tflite_corpus.models()
+    from nnapi_py.testing import corpus
+    models = corpus.models()
     rng = np.random.default_rng(spec["seed"])
     names = spec["models"]
     bufs = {n: open(models[n], "rb").read() for n in names}
@@ -362,10 +362,10 @@ BAD = ("internal", "crash", "hang", "mismatch")
 
 def test_damaged_files_never_blame_nnapi_py(tmp_path):
     pytest.importorskip("tflite", reason="the tflite parser package is not installed")
-    import tflite_corpus
+    from nnapi_py.testing import corpus
     try:
-        models = tflite_corpus.models()
-    except tflite_corpus.Unavailable as e:
+        models = corpus.models()
+    except corpus.Unavailable as e:
         pytest.skip(f"real-model corpus unavailable: {e}")
     n = int(os.environ.get("NNAPI_PY_CORRUPT_FILES", DEFAULT_FILES))
     names = [m for m in SMALL if m in models]
@@ -389,10 +389,10 @@ def test_damaged_files_never_blame_nnapi_py(tmp_path):
 
 # -- the CLI and the reader on a damaged file ---------------------------------------------------------
 def _truncated(tmp_path):
-    import tflite_corpus
+    from nnapi_py.testing import corpus
     try:
-        src = tflite_corpus.models()["tflm_sine"]
-    except (tflite_corpus.Unavailable, KeyError) as e:
+        src = corpus.models()["tflm_sine"]
+    except (corpus.Unavailable, KeyError) as e:
         pytest.skip(f"real-model corpus unavailable: {e}")
     data = open(src, "rb").read()
     path = tmp_path / "truncated.tflite"

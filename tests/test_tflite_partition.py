@@ -229,8 +229,8 @@ def test_a_streaming_int8_model_below_android_11_runs_on_litert_with_its_variabl
     variable operators alone would make an NNAPI partition without operations, so the whole
     model is one LiteRT partition that keeps the variables itself: bit-exact with LiteRT step by
     step, and reset() starts the variables over."""
-    import tflite_corpus
-    path = tflite_corpus.model_or_skip("okay_nabu")
+    from nnapi_py.testing import corpus
+    path = corpus.model_or_skip("okay_nabu")
     m = T.load(path, feature_level=3)
     assert [(p.nnapi, len(p.nodes)) for p in m.partitions] == [(False, 61)]
     assert m._stitch.steps[0].stateful

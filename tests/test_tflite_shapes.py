@@ -13,7 +13,7 @@ litert = pytest.importorskip("ai_edge_litert.interpreter", reason="LiteRT (ai-ed
 pytest.importorskip("tflite", reason="the tflite parser package is not installed")
 import nnapi_py.nn as nn  # noqa: E402
 import nnapi_py.tflite as T  # noqa: E402
-import tflite_corpus  # noqa: E402
+from nnapi_py.testing import corpus  # noqa: E402
 import tflite_writer as W  # noqa: E402
 from tflite_ref import reference  # noqa: E402
 
@@ -92,7 +92,7 @@ def test_without_litert_the_runtime_infers_the_other_shapes(tmp_path, monkeypatc
 
 def test_audio_of_any_length_melspectrogram():
     """openWakeWord's mel spectrogram: input [-1, -1] (a batch of audio of any length)."""
-    path = tflite_corpus.model_or_skip("oww_melspectrogram")
+    path = corpus.model_or_skip("oww_melspectrogram")
     # stored with input [1, 1] (one sample): it compiles, as on Android, and a run at that shape
     # fails where Android checks the rule, at execution, saying what to do
     m1 = T.load(path)
@@ -102,7 +102,7 @@ def test_audio_of_any_length_melspectrogram():
         m1.run([np.zeros((1, 1), F32)])
     # audio of another length compiles a variant for it
     check(m1, path, [np.random.default_rng(1).uniform(-1, 1, (1, 1760)).astype(F32)], tol=1e-3)
-    [shape] = tflite_corpus.INPUT_SHAPES["oww_melspectrogram"]
+    [shape] = corpus.INPUT_SHAPES["oww_melspectrogram"]
     m = T.load(path, input_shapes=[shape])
     rng = np.random.default_rng(2)
     for n in (1760, 16000, 1760):
@@ -111,7 +111,7 @@ def test_audio_of_any_length_melspectrogram():
 
 def test_real_model_at_other_batch_sizes():
     """BirdNET's species-occurrence model: input [-1, 3] (latitude, longitude, week), any batch."""
-    path = tflite_corpus.model_or_skip("birdnet_meta")
+    path = corpus.model_or_skip("birdnet_meta")
     m = T.load(path)
     rng = np.random.default_rng(3)
     for n in (1, 4):

@@ -24,7 +24,7 @@ import subprocess
 
 import pytest
 
-import tflite_corpus
+from nnapi_py.testing import corpus
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 LIB = ROOT / "build" / "lib" / "libneuralnetworks.so"
@@ -56,7 +56,7 @@ def _env(direct):
 
 
 def _model(name):
-    return tflite_corpus.model_or_skip(name)
+    return corpus.model_or_skip(name)
 
 
 def _client(name, mode):
@@ -118,5 +118,5 @@ def test_delegated_outputs_agree_with_tflite_kernels(name):
     ours, want = _values(sl_out), _values(cpu_out)
     assert len(ours) == len(want)
     for i, ((a, scale), (b, _)) in enumerate(zip(ours, want)):
-        for check in tflite_corpus.check_output(f"{name}:{i}", a, b, scale=scale):
+        for check in corpus.check_output(f"{name}:{i}", a, b, scale=scale):
             assert check.ok, check.line()

@@ -34,7 +34,6 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
 
 CODES = set(range(15))               # ResultCode: NO_ERROR .. DEAD_OBJECT
 RAW = re.compile(r"Traceback|internal error|\b[A-Za-z]+(Error|Exception)\b: |object has no attribute|"
@@ -72,9 +71,9 @@ class Batch:
         if cts:
             try:
                 import gzip
-                import cts_runner
-                self.cts_runner = cts_runner
-                files = cts_runner.cts_files(cts)
+                from nnapi_py.testing import cts as conformance
+                self.conformance = conformance
+                files = conformance.cts_files(cts)
                 only = os.environ.get("NNAPI_PY_FUZZ_FILES")      # --files REGEX: hunt in one family
                 if only:
                     files = [f for f in files if re.search(only, os.path.basename(f))] or files
@@ -86,7 +85,7 @@ class Batch:
                         d = json.load(f)
                     tests = d["tests"]
                     for t in self.r.sample(tests, min(8, len(tests))):
-                        self.tests.append(cts_runner.prepare_test(folder, d["spec"], t))
+                        self.tests.append(conformance.prepare_test(folder, d["spec"], t))
             except Exception as e:          # a missing or odd vector file only limits the fuzzing
                 self.tests = []
                 print(f"(no mutated models: {e})", file=sys.stdout)
@@ -525,7 +524,7 @@ class Batch:
                 self.violations.append(f"mutated {t.test_id}: {rec.step} returned {rec.code}")
             elif RAW.search(rec.message or ""):
                 self.violations.append(f"mutated {t.test_id}: {rec.step}: raw exception as reason: {rec.message[:200]}")
-        if not mutate and runner.freed and rec.status == self.cts_runner.FAILED and rec.code != 1:   # 1: the budget
+        if not mutate and runner.freed and rec.status == self.conformance.FAILED and rec.code != 1:   # 1: the budget
             self.violations.append(f"{t.test_id} with its constants' memory freed after the model was built: "
                                    f"{rec.step}: {rec.message[:200]}")
 
@@ -533,7 +532,7 @@ class Batch:
         global FreeingRunner
         if self.tests:
             FreeingRunner = FreeingRunner or _freeing_runner_class()
-            self.library = self.cts_runner.Library(os.environ.get("NNAPI_PY_LIB") or self.cts_runner.default_lib_path())
+            self.library = self.conformance.Library(self.conformance.default_lib_path())   # NNAPI_PY_LIB first
         while self.n < self.calls:
             self.step()
             if len(self.keep) > 4096:
@@ -548,9 +547,9 @@ class Batch:
 
 
 def _freeing_runner_class():
-    import cts_runner
+    from nnapi_py.testing import cts as conformance
 
-    class FreeingRunner(cts_runner._Runner):
+    class FreeingRunner(conformance.Runner):
         """The conformance runner, optionally freeing the memory of the constants as soon as
         the models are built (before finish, compilation and execution)."""
         def __init__(self, library, free_early):
