@@ -114,7 +114,7 @@ class Compilation:
             raise NNError(C.OUT_OF_MEMORY, "out of memory while compiling (constants and temporaries)") from None
         except Exception as e:
             self.invalid = True
-            from .plan import _record_internal
+            from .plan_run import _record_internal
             _record_internal("ANeuralNetworksCompilation_finish", e)
             raise NNError(C.OP_FAILED, f"compilation failed: internal error: {type(e).__name__}: {e}") from e
 

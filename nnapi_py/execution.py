@@ -159,7 +159,7 @@ class Execution(ExecutionIO):
             status = C.OUT_OF_MEMORY
         except Exception as e:
             from .errors import set_last
-            from .plan import _record_internal
+            from .plan_run import _record_internal
             _record_internal("ANeuralNetworksExecution_compute", e)
             set_last("ANeuralNetworksExecution_compute", C.OP_FAILED, f"internal error: {type(e).__name__}: {e}")
             status = C.OP_FAILED

@@ -2,94 +2,23 @@
 temporaries allocated once per arena (arenas are pooled so concurrent executions of one
 compilation never share a temporary; within an arena, temporaries whose lifetimes do not
 overlap share memory)."""
-import operator
-from time import monotonic_ns as _now
-
 import numpy as np
 
 from . import constants as C
-from .errors import NNError, bad_data, op_failed, strict
-from .model import TEMP, INPUT, OUTPUT, CONST, CONST_REF, NO_VALUE, SUBGRAPH, Model
-from .ops.base import Info, PoolBuffer, Runtime, MAX_TENSOR_BYTES, deferred_failure
-from .event import halted, park, enter_run, leave_run
+from .errors import NNError, bad_data, strict
+from .model import INPUT, OUTPUT, CONST, CONST_REF, NO_VALUE, SUBGRAPH, Model
+from .ops.base import Info, PoolBuffer, Runtime, deferred_failure
 from .operand import dims_text
 from . import profiling
-
-
-def _compatible(declared, got):
-    if declared is None:
-        return True
-    if len(declared) == 0 and len(got) == 0:
-        return True
-    if len(declared) != len(got):
-        return len(declared) == 0
-    return all(a == 0 or a == b for a, b in zip(declared, got))
-
-
-UINT32_MAX = 0xFFFFFFFF
-
-
-def size_problem(name, o, dims, itemsize):
-    """Why operand `o` cannot have the shape `dims` computed for it (None if it can): a negative
-    dimension or a byte size past uint32 is OP_FAILED, as Android's CPU executor fails such an
-    operand ("Operand data size overflows uint32_t"); a size past MAX_TENSOR_BYTES is
-    OUT_OF_MEMORY.  Python integers: no overflow while checking."""
-    n = 1
-    for x in dims:
-        if x < 0:
-            return op_failed(f"{name}: computed output shape {list(dims)} for operand {o} has a negative dimension")
-        n *= x
-    nbytes = n * itemsize
-    if nbytes > UINT32_MAX or any(x > UINT32_MAX for x in dims):
-        return op_failed(f"{name}: computed output shape {list(dims)} for operand {o} needs {nbytes} bytes, "
-                         f"more than an operand can hold (2^32 - 1, as in Android's runtime)")
-    if nbytes > MAX_TENSOR_BYTES:
-        return NNError(C.OUT_OF_MEMORY, f"{name}: computed output shape {list(dims)} for operand {o} needs "
-                                        f"{nbytes} bytes, more than one tensor may take ({MAX_TENSOR_BYTES} bytes, "
-                                        f"NNAPI_PY_MAX_TENSOR_BYTES)")
-    return None
-
-
-def _itemsize(info):
-    dt = C.DTYPES.get(info.type)
-    return 1 if dt is None else np.dtype(dt).itemsize
+from .plan_rewrites import GraphRewrites
+from .plan_run import (INTERNAL_ERRORS, PlanRunner, UINT32_MAX, _compatible, _in_fp16, _itemsize,  # noqa: F401
+                       _record_internal, kernel_failure, size_problem)
 
 
 def _new_pool(nbytes):
     """The memory of one group of shared temporaries, uninitialised (like np.empty): a
     PoolBuffer, so kernels know arrays made over it may be kept in their views."""
     return PoolBuffer((nbytes,), np.uint8)
-
-
-def _set_constant_input(infos, tmpl, node, pos, type_code, value):
-    """A fold's rewiring: input pos of node becomes a new constant operand (type_code, value);
-    the model's own operands are untouched."""
-    idx = len(infos)
-    infos.append(Info(type_code, tuple(np.shape(value)), 0.0, 0, None, value, False, idx))
-    tmpl.append(value)
-    node.ins = tuple(idx if j == pos else i for j, i in enumerate(node.ins))
-
-
-def _to_fp16(a):
-    """A float32 array rounded to float16 values (still float32)."""
-    return np.asarray(a, np.float32).astype(np.float16).astype(np.float32)
-
-
-def _in_fp16(kernel, round_ins, round_outs):
-    """The kernel of an operation on a float16 partition (a device with fp16 numerics running a
-    relaxed model): the float32 inputs listed (model inputs, results of other partitions) are
-    rounded to float16 first, its float32 results after.  The kernel computes in float32 in
-    between: float32 accumulation of float16 values (docs/decisions.md)."""
-    def run(ia, oa):
-        if round_ins:
-            ia = list(ia)
-            for k in round_ins:
-                if ia[k] is not None:
-                    ia[k] = _to_fp16(ia[k])
-        kernel(ia, oa)
-        for k in round_outs:
-            oa[k][...] = oa[k].astype(np.float16)
-    return run
 
 
 # ---- constant folding -------------------------------------------------------------------------
@@ -294,15 +223,11 @@ class Node:
         self.deferred = operation.deferred
 
 
-_BINDINGS = 64                  # bindings a plan remembers (Plan.remember_binding)
+class Plan(GraphRewrites, PlanRunner):
+    """A model compiled: the nodes in order, their kernels and shapes where known at compilation,
+    the temporaries' layout (built here), the runs (PlanRunner) and the graph rewrites
+    (GraphRewrites)."""
 
-
-def _same(held, arrays):
-    """True when held and arrays list the same objects, position by position."""
-    return len(held) == len(arrays) and all(map(operator.is_, held, arrays))
-
-
-class Plan:
     def __init__(self, model, fp16=()):
         """fp16: ids of the operations computed in float16 (devices.Partition.fp16_operations)."""
         self.model = model
@@ -428,12 +353,6 @@ class Plan:
         # (Execution._compute), for the next execution on the same buffers
         self.bindings = {}
 
-    def remember_binding(self, key, bound):
-        b = self.bindings
-        if len(b) >= _BINDINGS:
-            b.clear()
-        b[key] = bound
-
     @staticmethod
     def _prepare(node, ins, infos, shapes, raw=None):
         """Output shapes (into shapes) and the kernel of a node whose input shapes are known
@@ -462,155 +381,6 @@ class Plan:
         """Raise the deferred failure (OP_FAILED) of a plan whose checks failed at compilation."""
         if self.failure is not None:
             raise deferred_failure(self.failure)
-
-    _ACTIVATIONS = {"RELU": C.FUSED_RELU, "RELU1": C.FUSED_RELU1, "RELU6": C.FUSED_RELU6}
-
-    def _uses_and_producers(self, model):
-        """({operand: how many operation inputs and model outputs read it}, {operand: the
-        node writing it}) of the current node list (the folds' common view of the graph)."""
-        uses = {}
-        for node in self.nodes:
-            for i in node.ins:
-                uses[i] = uses.get(i, 0) + 1
-        for i in model.outputs:
-            uses[i] = uses.get(i, 0) + 1
-        return uses, {o: node for node in self.nodes for o in node.outs}
-
-    def _fold_activations(self, model, infos, tmpl):
-        """A float RELU / RELU1 / RELU6 whose input is the only use of a temporary produced by
-        an operation with a FuseCode input set to NONE (ADD, MUL, SUB, DIV, the convolutions,
-        FULLY_CONNECTED) is folded into that operation: it gets the activation as its fuse
-        code (a new constant operand) and writes the activation's output itself, so the
-        clamp runs inside its epilogue instead of as a separate pass over memory.  The same
-        numbers, except on NaN: a fused clamp keeps NaN (the reference's std::max(x, lo)),
-        the standalone operation gives the bound (std::max(lo, x)); docs/decisions.md.
-        NNAPI_PY_STRICT=1 folds nothing.  Returns how many folded."""
-        if strict():
-            return 0
-        uses, producer = self._uses_and_producers(model)
-        folded = []
-        for node in self.nodes:
-            code = self._ACTIVATIONS.get(node.name)
-            if code is None or len(node.ins) != 1 or len(node.outs) != 1 or node.deferred:
-                continue
-            x = node.ins[0]
-            p = producer.get(x)
-            if p is None or p.op.control or p.deferred or len(p.outs) != 1 or uses.get(x) != 1 or p.fp16 != node.fp16 \
-                    or model.life[x] != TEMP or infos[x].type not in (C.TENSOR_FLOAT32, C.TENSOR_FLOAT16) \
-                    or infos[node.outs[0]].type != infos[x].type:
-                continue
-            dx, dy = infos[x].dims, infos[node.outs[0]].dims
-            if dx and dy and all(dx) and all(dy) and tuple(dx) != tuple(dy):
-                continue                           # let the shape check report the conflict
-            k = p.op.fuse_input([infos[i] for i in p.ins])
-            if k is None or k >= len(p.ins):
-                continue
-            f = infos[p.ins[k]]
-            if f.value is None or f.type != C.INT32 or int(f.value) != C.FUSED_NONE:
-                continue
-            _set_constant_input(infos, tmpl, p, k, C.INT32, np.int32(code))     # the new FuseCode
-            p.outs = tuple(node.outs)
-            producer[node.outs[0]] = p
-            folded.append(node)
-        if folded:
-            drop = {id(nd) for nd in folded}
-            self.nodes = [nd for nd in self.nodes if id(nd) not in drop]
-        return len(folded)
-
-    def _fold_requantize(self, model, infos):
-        """DEQUANTIZE of an 8-bit tensor whose float32 result is only the input of a QUANTIZE
-        (TFLite's int8 <-> uint8 requantization, as its NNAPI delegate lowers it: a uint8
-        model input into an int8 network) becomes that QUANTIZE on the 8-bit tensor itself:
-        QUANTIZE.build then computes each code's result once, by its own float path on the
-        value DEQUANTIZE gives the code, and looks it up -- the same bytes without the float
-        tensor (EfficientNet-Lite0's 224x224x3 input: two passes of about 1.2 ms).  Returns
-        how many folded."""
-        uses, producer = self._uses_and_producers(model)
-        drop = set()
-        for node in self.nodes:
-            if node.name != "QUANTIZE" or node.deferred or node.fp16 or len(node.ins) != 1:
-                continue
-            x = node.ins[0]
-            p = producer.get(x)
-            if p is None or p.name != "DEQUANTIZE" or p.deferred or p.fp16 or uses.get(x) != 1 \
-                    or model.life[x] != TEMP or infos[x].type != C.TENSOR_FLOAT32 \
-                    or infos[p.ins[0]].type not in (C.TENSOR_QUANT8_ASYMM, C.TENSOR_QUANT8_ASYMM_SIGNED):
-                continue
-            node.ins = (p.ins[0],)
-            drop.add(id(p))
-        if drop:
-            self.nodes = [nd for nd in self.nodes if id(nd) not in drop]
-        return len(drop)
-
-    def _fold_biases(self, model, infos, tmpl):
-        """A float32 operation that only adds a constant bias to its per-channel sums
-        (DEPTHWISE_CONV_2D without activation, Op.bias_to_pass_on) whose output is a temporary
-        read only by an operation linear in it without padding (a 1x1 CONV_2D,
-        Op.absorb_bias) passes its bias on: it gets a zero bias (its kernel then skips the
-        add, one pass over memory fewer) and the reader the bias W b + c (new constant
-        operands; the model's own are untouched).  The converted TFLite face and hand models
-        have one per block.  Rounding may differ from adding b first (within float32
-        tolerance); NNAPI_PY_STRICT=1 folds nothing.  Returns how many folded."""
-        if strict():
-            return 0
-        readers = {}
-        for node in self.nodes:
-            for i in node.ins:
-                readers.setdefault(i, []).append(node)
-        outs = set(model.outputs)
-        folded = 0
-        for p in self.nodes:
-            if p.deferred:
-                continue
-            got = p.op.bias_to_pass_on([infos[i] for i in p.ins])
-            if got is None or len(p.outs) != 1:
-                continue
-            k, nchw = got
-            x = p.outs[0]
-            rd = readers.get(x, [])
-            if len(rd) != 1 or x in outs or model.life[x] != TEMP:
-                continue
-            c = rd[0]
-            if p.fp16 or c.fp16:        # float16 rounds the depthwise result before the bias
-                continue
-            if c.op.control or c.deferred or not c.ins or c.ins[0] != x or list(c.ins).count(x) != 1 or len(c.ins) < 3:
-                continue
-            bias = infos[p.ins[k]].value
-            nb = c.op.absorb_bias([infos[i] for i in c.ins], bias, nchw)
-            if nb is None:
-                continue
-            zero = np.zeros_like(np.asarray(bias, np.float32))
-            _set_constant_input(infos, tmpl, p, k, infos[p.ins[k]].type, zero)
-            _set_constant_input(infos, tmpl, c, 2, infos[c.ins[2]].type, nb)
-            folded += 1
-        return folded
-
-    def _round_to_fp16(self, infos, tmpl):
-        """Float16 partitions: each float32 tensor constant an fp16 operation reads is rounded
-        once, here (a new constant operand, shared by its fp16 readers; other readers keep the
-        original); float32 tensor inputs no fp16 operation wrote (model inputs, other
-        partitions' results) are rounded when the operation runs (Node.round_ins); every float32
-        tensor result is rounded (Node.round_outs)."""
-        f32 = C.TENSOR_FLOAT32
-        writer_fp16 = {o: node.fp16 for node in self.nodes for o in node.outs}
-        rounded = {}
-        for node in self.nodes:
-            if not node.fp16:
-                continue
-            round_ins = []
-            for k, i in enumerate(node.ins):
-                inf = infos[i]
-                if inf.type != f32:
-                    continue
-                if inf.value is not None:
-                    if i not in rounded:
-                        _set_constant_input(infos, tmpl, node, k, f32, _to_fp16(inf.value))
-                        rounded[i] = node.ins[k]
-                    node.ins = tuple(rounded[i] if j == k else x for j, x in enumerate(node.ins))
-                elif not writer_fp16.get(i, False):
-                    round_ins.append(k)
-            node.round_ins = tuple(round_ins)
-            node.round_outs = tuple(k for k, o in enumerate(node.outs) if infos[o].type == f32)
 
     def _share_temps(self):
         """Temporaries whose lifetimes do not overlap share memory: a temporary lives from
@@ -681,207 +451,6 @@ class Plan:
                     slots[i] = np.ndarray(shape, dt, buffer=pools[k])
             steps = [(k, [slots[i] for i in ii], [slots[o] for o in oo]) for k, ii, oo in self.steps]
             return [slots, steps, None, None]
-
-    # ---- execution ---------------------------------------------------------------------------
-    def run_static(self, in_arrays, out_arrays, deadline=None, keep=False):
-        """Run the static plan on the caller's arrays.  keep (every array a plain view of
-        caller memory, which the view cache holds anyway): the arena keeps them bound after
-        the run, and a run on the same arrays (the same objects: a reusable execution's, or
-        buffers a caller reuses) skips binding them again (a 1-op run: about 2 us); without
-        keep (views of an ANeuralNetworksMemory, arrays of the Python API) they are unbound
-        at the end, so the arena never keeps a caller's memory alive."""
-        if self.failure is not None:
-            self.check_runnable()
-        ab = self.take_arena()
-        slots, steps = ab[0], ab[1]
-        enter_run()
-        try:
-            hi, ho = ab[2], ab[3]
-            if not (keep and hi is not None and (hi is in_arrays or _same(hi, in_arrays))
-                    and (ho is out_arrays or _same(ho, out_arrays))):
-                ab[2] = ab[3] = None
-                for i, a, refs in zip(self.inputs, in_arrays, self.in_refs):
-                    slots[i] = a
-                    for s, side, k in refs:
-                        steps[s][1 + side][k] = a
-                for i, a, refs in zip(self.outputs, out_arrays, self.out_refs):
-                    slots[i] = a
-                    for s, side, k in refs:
-                        steps[s][1 + side][k] = a
-                if keep:
-                    ab[2], ab[3] = in_arrays, out_arrays
-            ia = None
-            try:
-                if deadline is None:        # the usual case: no per-step clock, no step counter
-                    for kern, ia, oa in steps:
-                        if halted[0]:
-                            park()
-                        kern(ia, oa)
-                else:
-                    for kern, ia, oa in steps:
-                        if halted[0]:
-                            park()
-                        if _now() > deadline:
-                            raise NNError(C.MISSED_DEADLINE_TRANSIENT, "the execution timeout expired")
-                        kern(ia, oa)
-            except NNError:
-                raise
-            except Exception as e:
-                # the failing step: the one whose input list (an object of its own) is bound
-                s = next((k for k, st in enumerate(steps) if st[1] is ia), len(self.steps))
-                oo = self.steps[s][2] if s < len(self.steps) else ()
-                raise kernel_failure(self._node_name(oo), oo, e) from None
-        finally:
-            leave_run()
-            if ab[2] is None:                   # the caller's arrays are not kept
-                for i in self.inputs:
-                    slots[i] = None
-                for i in self.outputs:
-                    slots[i] = None
-                for refs in self.in_refs + self.out_refs:
-                    for s, side, k in refs:
-                        steps[s][1 + side][k] = None
-            self._arenas.append(ab)
-
-    def _node_name(self, outs):
-        for node in self.nodes:
-            if tuple(node.outs) == tuple(outs):
-                return node.name
-        return "an operation"
-
-    def run_dynamic(self, in_arrays, out_provider, deadline=None):
-        """Infer shapes node by node from the actual inputs.
-
-        out_provider(k, shape, dtype) returns the array to write model output k into.
-        Returns the shapes of the model outputs.
-        """
-        if self.failure is not None:
-            self.check_runnable()
-        slots = list(self.template)
-        for i, a in zip(self.inputs, in_arrays):
-            slots[i] = a
-        out_pos = {o: k for k, o in enumerate(self.outputs)}
-        out_shapes = [None] * len(self.outputs)
-        enter_run()
-        try:
-            return self._run_nodes(slots, out_pos, out_shapes, out_provider, deadline)
-        finally:
-            leave_run()
-
-    def _run_nodes(self, slots, out_pos, out_shapes, out_provider, deadline):
-        import time
-        infos = self.infos
-        for node in self.nodes:
-            if halted[0]:
-                park()
-            if deadline is not None and time.monotonic_ns() > deadline:
-                raise NNError(C.MISSED_DEADLINE_TRANSIENT, "the execution timeout expired")
-            ins_arr = [slots[i] for i in node.ins]
-            if node.op.control:
-                results = node.op.execute(node, ins_arr, deadline)
-                if node.fp16:       # IF / WHILE on a float16 partition: its results rounded
-                    results = [_to_fp16(r) if infos[o].type == C.TENSOR_FLOAT32 else r
-                               for o, r in zip(node.outs, results)]
-                for o, r in zip(node.outs, results):
-                    d = tuple(np.shape(r))
-                    if not _compatible(infos[o].dims, d):
-                        raise op_failed(f"{node.name}: output shape {list(d)} for operand {o} conflicts with "
-                                        f"its declared dimensions {dims_text(infos[o].dims)}")
-                    k = out_pos.get(o)
-                    if k is not None:
-                        out_shapes[k] = d
-                        arr = out_provider(k, d, infos[o].dtype)
-                        arr[...] = r
-                        slots[o] = arr
-                    else:
-                        slots[o] = r
-                continue
-            if not node.op.allow_zero_sized:
-                for k, a in enumerate(ins_arr):
-                    if a is not None and np.ndim(a) and np.size(a) == 0:
-                        raise op_failed(f"{node.name}: input {k} is zero-sized, which this operation does not support")
-            kern = node.kernel
-            ins = None
-            if kern is None:
-                ins = [self._runtime_info(infos[i], a) for i, a in zip(node.ins, ins_arr)]
-                key = tuple(None if a is None else (np.shape(a), a.tobytes() if k in node.value_ins else None)
-                            for k, a in enumerate(ins_arr))
-                hit = node.cache.get(key)
-                if hit is None:
-                    try:
-                        out_dims = [tuple(int(x) for x in d) for d in node.op.infer(ins)]
-                    except NNError as e:
-                        raise op_failed(e.reason) from None
-                    for o, d in zip(node.outs, out_dims):
-                        if not _compatible(infos[o].dims, d):
-                            raise op_failed(f"{node.name}: computed output shape {list(d)} for operand {o} "
-                                            f"conflicts with its declared dimensions {dims_text(infos[o].dims)}")
-                        e = size_problem(node.name, o, d, _itemsize(infos[o]))
-                        if e is not None:
-                            raise e
-                    outs = [infos[o].with_dims(d) for o, d in zip(node.outs, out_dims)]
-                    try:
-                        kern = node.op.build(ins, outs)
-                    except NNError as e:
-                        raise op_failed(e.reason) from None
-                    if node.fp16:
-                        kern = _in_fp16(kern, node.round_ins, node.round_outs)
-                    if profiling.ENABLED:
-                        kern = profiling.timed(node.name, kern, profiling.kernel_label(node.name, ins, outs))
-                    if len(node.cache) > 32:
-                        node.cache.clear()
-                    node.cache[key] = (kern, out_dims)
-                else:
-                    kern, out_dims = hit
-            else:
-                out_dims = [self.shapes[o] for o in node.outs]
-            outs_arr = []
-            for o, d in zip(node.outs, out_dims):
-                k = out_pos.get(o)
-                if k is not None:
-                    out_shapes[k] = d
-                    arr = out_provider(k, d, infos[o].dtype)
-                else:
-                    try:
-                        arr = np.empty(d, infos[o].dtype)
-                    except (MemoryError, ValueError):
-                        raise NNError(C.OUT_OF_MEMORY, f"{node.name}: cannot allocate operand {o} of shape "
-                                      f"{list(d)} ({infos[o].dtype.itemsize * int(np.prod(d, dtype=np.float64)):.3g} "
-                                      f"bytes)") from None
-                slots[o] = arr
-                outs_arr.append(arr)
-            try:
-                kern(ins_arr, outs_arr)
-            except NNError:
-                raise
-            except Exception as e:
-                raise kernel_failure(node.name, node.outs, e) from None
-        return out_shapes
-
-    @staticmethod
-    def _runtime_info(inf, a):
-        if a is None:
-            return Info(inf.type, inf.dims, inf.scale, inf.zp, inf.channel, None, True, inf.index)
-        return Info(inf.type, tuple(np.shape(a)), inf.scale, inf.zp, inf.channel, a, False, inf.index)
-
-
-INTERNAL_ERRORS = []     # (operation, exception text) of kernel failures that validation should have caught
-
-
-def kernel_failure(name, outs, exc):
-    """The one place a kernel's unexpected exception becomes a result code and reason:
-    OUT_OF_MEMORY for memory exhaustion, otherwise OP_FAILED "internal error" (recorded)."""
-    if isinstance(exc, MemoryError) or isinstance(exc, ValueError) and "array is too big" in str(exc):
-        why = str(exc) if isinstance(exc, MemoryError) and str(exc) else "an array larger than memory"
-        return NNError(C.OUT_OF_MEMORY, f"{name}: out of memory while computing operands {list(outs)} ({why})")
-    _record_internal(name, exc)
-    return NNError(C.OP_FAILED, f"{name}: internal error computing operands {list(outs)} ({type(exc).__name__}: {exc})")
-
-
-def _record_internal(name, exc):
-    """Kept for tests (tests/conftest.py fails a test that caused one) and for NNAPI_PY_TRACE."""
-    INTERNAL_ERRORS.append((name, f"{type(exc).__name__}: {exc}"))
-    del INTERNAL_ERRORS[:-100]
 
 
 # IF / WHILE build the plans of the models they reference through these (ops never import us)

@@ -1,0 +1,296 @@
+"""Running a compiled plan (plan.py builds it): the static run on an arena with the caller's
+arrays bound, the dynamic run that infers shapes node by node, and what running and building
+share: shape agreement, operand size limits, float16 rounding around kernels, and how a kernel's
+unexpected exception becomes a result code."""
+import operator
+from time import monotonic_ns as _now
+
+import numpy as np
+
+from . import constants as C
+from .errors import NNError, op_failed
+from .ops.base import Info, MAX_TENSOR_BYTES
+from .event import halted, park, enter_run, leave_run
+from .operand import dims_text
+from . import profiling
+
+
+def _compatible(declared, got):
+    if declared is None:
+        return True
+    if len(declared) == 0 and len(got) == 0:
+        return True
+    if len(declared) != len(got):
+        return len(declared) == 0
+    return all(a == 0 or a == b for a, b in zip(declared, got))
+
+
+UINT32_MAX = 0xFFFFFFFF
+
+
+def size_problem(name, o, dims, itemsize):
+    """Why operand `o` cannot have the shape `dims` computed for it (None if it can): a negative
+    dimension or a byte size past uint32 is OP_FAILED, as Android's CPU executor fails such an
+    operand ("Operand data size overflows uint32_t"); a size past MAX_TENSOR_BYTES is
+    OUT_OF_MEMORY.  Python integers: no overflow while checking."""
+    n = 1
+    for x in dims:
+        if x < 0:
+            return op_failed(f"{name}: computed output shape {list(dims)} for operand {o} has a negative dimension")
+        n *= x
+    nbytes = n * itemsize
+    if nbytes > UINT32_MAX or any(x > UINT32_MAX for x in dims):
+        return op_failed(f"{name}: computed output shape {list(dims)} for operand {o} needs {nbytes} bytes, "
+                         f"more than an operand can hold (2^32 - 1, as in Android's runtime)")
+    if nbytes > MAX_TENSOR_BYTES:
+        return NNError(C.OUT_OF_MEMORY, f"{name}: computed output shape {list(dims)} for operand {o} needs "
+                                        f"{nbytes} bytes, more than one tensor may take ({MAX_TENSOR_BYTES} bytes, "
+                                        f"NNAPI_PY_MAX_TENSOR_BYTES)")
+    return None
+
+
+def _itemsize(info):
+    dt = C.DTYPES.get(info.type)
+    return 1 if dt is None else np.dtype(dt).itemsize
+
+
+def _to_fp16(a):
+    """A float32 array rounded to float16 values (still float32)."""
+    return np.asarray(a, np.float32).astype(np.float16).astype(np.float32)
+
+
+def _in_fp16(kernel, round_ins, round_outs):
+    """The kernel of an operation on a float16 partition (a device with fp16 numerics running a
+    relaxed model): the float32 inputs listed (model inputs, results of other partitions) are
+    rounded to float16 first, its float32 results after.  The kernel computes in float32 in
+    between: float32 accumulation of float16 values (docs/decisions.md)."""
+    def run(ia, oa):
+        if round_ins:
+            ia = list(ia)
+            for k in round_ins:
+                if ia[k] is not None:
+                    ia[k] = _to_fp16(ia[k])
+        kernel(ia, oa)
+        for k in round_outs:
+            oa[k][...] = oa[k].astype(np.float16)
+    return run
+
+
+_BINDINGS = 64                  # bindings a plan remembers (Plan.remember_binding)
+
+
+def _same(held, arrays):
+    """True when held and arrays list the same objects, position by position."""
+    return len(held) == len(arrays) and all(map(operator.is_, held, arrays))
+
+
+class PlanRunner:
+    """The running half of plan.Plan (its base): the plan's arenas, steps and bindings are
+    made by Plan.__init__ and Plan.take_arena."""
+
+    def remember_binding(self, key, bound):
+        b = self.bindings
+        if len(b) >= _BINDINGS:
+            b.clear()
+        b[key] = bound
+
+    # ---- execution ---------------------------------------------------------------------------
+    def run_static(self, in_arrays, out_arrays, deadline=None, keep=False):
+        """Run the static plan on the caller's arrays.  keep (every array a plain view of
+        caller memory, which the view cache holds anyway): the arena keeps them bound after
+        the run, and a run on the same arrays (the same objects: a reusable execution's, or
+        buffers a caller reuses) skips binding them again (a 1-op run: about 2 us); without
+        keep (views of an ANeuralNetworksMemory, arrays of the Python API) they are unbound
+        at the end, so the arena never keeps a caller's memory alive."""
+        if self.failure is not None:
+            self.check_runnable()
+        ab = self.take_arena()
+        slots, steps = ab[0], ab[1]
+        enter_run()
+        try:
+            hi, ho = ab[2], ab[3]
+            if not (keep and hi is not None and (hi is in_arrays or _same(hi, in_arrays))
+                    and (ho is out_arrays or _same(ho, out_arrays))):
+                ab[2] = ab[3] = None
+                for i, a, refs in zip(self.inputs, in_arrays, self.in_refs):
+                    slots[i] = a
+                    for s, side, k in refs:
+                        steps[s][1 + side][k] = a
+                for i, a, refs in zip(self.outputs, out_arrays, self.out_refs):
+                    slots[i] = a
+                    for s, side, k in refs:
+                        steps[s][1 + side][k] = a
+                if keep:
+                    ab[2], ab[3] = in_arrays, out_arrays
+            ia = None
+            try:
+                if deadline is None:        # the usual case: no per-step clock, no step counter
+                    for kern, ia, oa in steps:
+                        if halted[0]:
+                            park()
+                        kern(ia, oa)
+                else:
+                    for kern, ia, oa in steps:
+                        if halted[0]:
+                            park()
+                        if _now() > deadline:
+                            raise NNError(C.MISSED_DEADLINE_TRANSIENT, "the execution timeout expired")
+                        kern(ia, oa)
+            except NNError:
+                raise
+            except Exception as e:
+                # the failing step: the one whose input list (an object of its own) is bound
+                s = next((k for k, st in enumerate(steps) if st[1] is ia), len(self.steps))
+                oo = self.steps[s][2] if s < len(self.steps) else ()
+                raise kernel_failure(self._node_name(oo), oo, e) from None
+        finally:
+            leave_run()
+            if ab[2] is None:                   # the caller's arrays are not kept
+                for i in self.inputs:
+                    slots[i] = None
+                for i in self.outputs:
+                    slots[i] = None
+                for refs in self.in_refs + self.out_refs:
+                    for s, side, k in refs:
+                        steps[s][1 + side][k] = None
+            self._arenas.append(ab)
+
+    def _node_name(self, outs):
+        for node in self.nodes:
+            if tuple(node.outs) == tuple(outs):
+                return node.name
+        return "an operation"
+
+    def run_dynamic(self, in_arrays, out_provider, deadline=None):
+        """Infer shapes node by node from the actual inputs.
+
+        out_provider(k, shape, dtype) returns the array to write model output k into.
+        Returns the shapes of the model outputs.
+        """
+        if self.failure is not None:
+            self.check_runnable()
+        slots = list(self.template)
+        for i, a in zip(self.inputs, in_arrays):
+            slots[i] = a
+        out_pos = {o: k for k, o in enumerate(self.outputs)}
+        out_shapes = [None] * len(self.outputs)
+        enter_run()
+        try:
+            return self._run_nodes(slots, out_pos, out_shapes, out_provider, deadline)
+        finally:
+            leave_run()
+
+    def _run_nodes(self, slots, out_pos, out_shapes, out_provider, deadline):
+        import time
+        infos = self.infos
+        for node in self.nodes:
+            if halted[0]:
+                park()
+            if deadline is not None and time.monotonic_ns() > deadline:
+                raise NNError(C.MISSED_DEADLINE_TRANSIENT, "the execution timeout expired")
+            ins_arr = [slots[i] for i in node.ins]
+            if node.op.control:
+                results = node.op.execute(node, ins_arr, deadline)
+                if node.fp16:       # IF / WHILE on a float16 partition: its results rounded
+                    results = [_to_fp16(r) if infos[o].type == C.TENSOR_FLOAT32 else r
+                               for o, r in zip(node.outs, results)]
+                for o, r in zip(node.outs, results):
+                    d = tuple(np.shape(r))
+                    if not _compatible(infos[o].dims, d):
+                        raise op_failed(f"{node.name}: output shape {list(d)} for operand {o} conflicts with "
+                                        f"its declared dimensions {dims_text(infos[o].dims)}")
+                    k = out_pos.get(o)
+                    if k is not None:
+                        out_shapes[k] = d
+                        arr = out_provider(k, d, infos[o].dtype)
+                        arr[...] = r
+                        slots[o] = arr
+                    else:
+                        slots[o] = r
+                continue
+            if not node.op.allow_zero_sized:
+                for k, a in enumerate(ins_arr):
+                    if a is not None and np.ndim(a) and np.size(a) == 0:
+                        raise op_failed(f"{node.name}: input {k} is zero-sized, which this operation does not support")
+            kern = node.kernel
+            ins = None
+            if kern is None:
+                ins = [self._runtime_info(infos[i], a) for i, a in zip(node.ins, ins_arr)]
+                key = tuple(None if a is None else (np.shape(a), a.tobytes() if k in node.value_ins else None)
+                            for k, a in enumerate(ins_arr))
+                hit = node.cache.get(key)
+                if hit is None:
+                    try:
+                        out_dims = [tuple(int(x) for x in d) for d in node.op.infer(ins)]
+                    except NNError as e:
+                        raise op_failed(e.reason) from None
+                    for o, d in zip(node.outs, out_dims):
+                        if not _compatible(infos[o].dims, d):
+                            raise op_failed(f"{node.name}: computed output shape {list(d)} for operand {o} "
+                                            f"conflicts with its declared dimensions {dims_text(infos[o].dims)}")
+                        e = size_problem(node.name, o, d, _itemsize(infos[o]))
+                        if e is not None:
+                            raise e
+                    outs = [infos[o].with_dims(d) for o, d in zip(node.outs, out_dims)]
+                    try:
+                        kern = node.op.build(ins, outs)
+                    except NNError as e:
+                        raise op_failed(e.reason) from None
+                    if node.fp16:
+                        kern = _in_fp16(kern, node.round_ins, node.round_outs)
+                    if profiling.ENABLED:
+                        kern = profiling.timed(node.name, kern, profiling.kernel_label(node.name, ins, outs))
+                    if len(node.cache) > 32:
+                        node.cache.clear()
+                    node.cache[key] = (kern, out_dims)
+                else:
+                    kern, out_dims = hit
+            else:
+                out_dims = [self.shapes[o] for o in node.outs]
+            outs_arr = []
+            for o, d in zip(node.outs, out_dims):
+                k = out_pos.get(o)
+                if k is not None:
+                    out_shapes[k] = d
+                    arr = out_provider(k, d, infos[o].dtype)
+                else:
+                    try:
+                        arr = np.empty(d, infos[o].dtype)
+                    except (MemoryError, ValueError):
+                        raise NNError(C.OUT_OF_MEMORY, f"{node.name}: cannot allocate operand {o} of shape "
+                                      f"{list(d)} ({infos[o].dtype.itemsize * int(np.prod(d, dtype=np.float64)):.3g} "
+                                      f"bytes)") from None
+                slots[o] = arr
+                outs_arr.append(arr)
+            try:
+                kern(ins_arr, outs_arr)
+            except NNError:
+                raise
+            except Exception as e:
+                raise kernel_failure(node.name, node.outs, e) from None
+        return out_shapes
+
+    @staticmethod
+    def _runtime_info(inf, a):
+        if a is None:
+            return Info(inf.type, inf.dims, inf.scale, inf.zp, inf.channel, None, True, inf.index)
+        return Info(inf.type, tuple(np.shape(a)), inf.scale, inf.zp, inf.channel, a, False, inf.index)
+
+
+INTERNAL_ERRORS = []     # (operation, exception text) of kernel failures that validation should have caught
+
+
+def kernel_failure(name, outs, exc):
+    """The one place a kernel's unexpected exception becomes a result code and reason:
+    OUT_OF_MEMORY for memory exhaustion, otherwise OP_FAILED "internal error" (recorded)."""
+    if isinstance(exc, MemoryError) or isinstance(exc, ValueError) and "array is too big" in str(exc):
+        why = str(exc) if isinstance(exc, MemoryError) and str(exc) else "an array larger than memory"
+        return NNError(C.OUT_OF_MEMORY, f"{name}: out of memory while computing operands {list(outs)} ({why})")
+    _record_internal(name, exc)
+    return NNError(C.OP_FAILED, f"{name}: internal error computing operands {list(outs)} ({type(exc).__name__}: {exc})")
+
+
+def _record_internal(name, exc):
+    """Kept for tests (tests/conftest.py fails a test that caused one) and for NNAPI_PY_TRACE."""
+    INTERNAL_ERRORS.append((name, f"{type(exc).__name__}: {exc}"))
+    del INTERNAL_ERRORS[:-100]
