@@ -610,8 +610,9 @@ def test_clamp_into_small_and_large_tensors_agree(dt, monkeypatch):
     and the clip ufunc plus a NaN fix-up on large ones: the same values either way (NaN ->
     the lower bound, infinities clamped), at sizes on both sides of each limit."""
     from nnapi_py.ops import quant as Q
+    from nnapi_py.ops.quant import clamp        # where the limits are read
     r = np.random.default_rng(5)
-    for n in (1, 7, Q._FMAX_FMIN_UPTO, Q._FMAX_FMIN_UPTO + 1, Q._FMAX_UPTO, Q._FMAX_UPTO + 1, 20000):
+    for n in (1, 7, clamp._FMAX_FMIN_UPTO, clamp._FMAX_FMIN_UPTO + 1, clamp._FMAX_UPTO, clamp._FMAX_UPTO + 1, 20000):
         x = (r.standard_normal(n) * 8).astype(dt)
         x[r.integers(0, n, max(1, n // 50))] = np.nan
         x[r.integers(0, n, max(1, n // 50))] = np.inf
@@ -621,8 +622,8 @@ def test_clamp_into_small_and_large_tensors_agree(dt, monkeypatch):
             Q.clamp_into(x, lo, hi, got)
             want = np.where(np.isnan(x), lo, np.minimum(np.maximum(x, lo), np.inf if hi is None else hi))
             np.testing.assert_array_equal(got, want.astype(dt))
-            monkeypatch.setattr(Q, "_FMAX_UPTO", -1)          # the clip path on the same data
-            monkeypatch.setattr(Q, "_FMAX_FMIN_UPTO", -1)
+            monkeypatch.setattr(clamp, "_FMAX_UPTO", -1)      # the clip path on the same data
+            monkeypatch.setattr(clamp, "_FMAX_FMIN_UPTO", -1)
             other = np.empty_like(x)
             Q.clamp_into(x, lo, hi, other)
             monkeypatch.undo()

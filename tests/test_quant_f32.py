@@ -13,6 +13,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from qref import quantize_multiplier, mul_q  # noqa: E402
 from nnapi_py.ops import quant as Q  # noqa: E402
+from nnapi_py.ops.quant import f32search, stage_f32  # noqa: E402  (tuning constants are patched where they are read)
 
 rng = np.random.default_rng(28)
 
@@ -277,7 +278,7 @@ def test_prepare_f32_same_proof_whichever_window_finds_the_steps(monkeypatch, wi
     left to the exact fix-up -- is the same with the narrow window alone (it finds every step
     of these stages), the wide one alone, or a narrow one placed where it always misses."""
     def proofs(wins):
-        monkeypatch.setattr(Q, "_STEP_WINDOWS", wins)
+        monkeypatch.setattr(stage_f32, "_STEP_WINDOWS", wins)
         res = []
         for _, reals, bias, zp, lo, hi, dt, bound in STAGES:
             st = Q.OutputStage(reals, zp, lo, hi, bias=bias, acc_bound=bound)
@@ -287,7 +288,7 @@ def test_prepare_f32_same_proof_whichever_window_finds_the_steps(monkeypatch, wi
             res.append((ok, consts, fix))
         return res
 
-    narrow, wide = Q._STEP_WINDOWS
+    narrow, wide = stage_f32._STEP_WINDOWS
     other = {"narrow only": (narrow, narrow), "wide only": (wide, wide),
              "narrow misses": (np.array([40.0, 41.0, 42.0]), wide)}[windows]
     default = proofs((narrow, wide))
@@ -295,7 +296,7 @@ def test_prepare_f32_same_proof_whichever_window_finds_the_steps(monkeypatch, wi
     assert sum(ok for ok, _, _ in default) >= 8
     # without the second search (_search_constants) more channels are left to the fix-up:
     # the same there too, with stages that have them
-    monkeypatch.setattr(Q, "_M_NUDGES", [])
+    monkeypatch.setattr(f32search, "_M_NUDGES", [])
     first_only = proofs((narrow, wide))
     assert proofs(other) == first_only
     assert sum(ok for ok, _, _ in first_only) >= 8 and sum(fix is not None for _, _, fix in first_only) >= 2
@@ -423,7 +424,7 @@ def test_prepare_f32_second_search_proves_more_and_stays_exact(monkeypatch):
             if not st.prepare_f32(np.int8):
                 return nch
             return 0 if st.f32_fix is None else len(st.f32_fix[0])
-        monkeypatch.setattr(Q, "_M_NUDGES", [])
+        monkeypatch.setattr(f32search, "_M_NUDGES", [])
         before = left(Q.OutputStage(reals, zp, lo, 127, bias=bias, acc_bound=amax - 1))
         monkeypatch.undo()
         st = Q.OutputStage(reals, zp, lo, 127, bias=bias, acc_bound=amax - 1)
@@ -506,7 +507,7 @@ def test_f32_negative_side_in_one_scaled_term(monkeypatch):
         bias = r.integers(-30000, 30000, nch)
         amax = int(r.integers(20000, 1 << 21))
         for scaled in (True, False):
-            monkeypatch.setattr(Q, "_NEG_SCALED", scaled)
+            monkeypatch.setattr(stage_f32, "_NEG_SCALED", scaled)
             st = Q.OutputStage(reals, zp, lo_t, hi_t, bias=bias, acc_bound=amax - 1)
             if not st.prepare_f32(dt):
                 continue
