@@ -96,6 +96,24 @@ _event = _handle_getter("ANeuralNetworksEvent", Event, FenceEvent)
 _device = _handle_getter("ANeuralNetworksDevice", Device)
 
 
+def _forward(get, method):
+    """An entry point whose whole work is `method` of the object behind handle h, given the one
+    argument the C call passes (its result code: 0, or the NNError it raises)."""
+    def entry(h, arg):
+        method(get(h), arg)
+        return 0
+    return entry
+
+
+def _free(*classes):
+    """An entry point freeing a handle of one of `classes` (any other value: nothing, as Android
+    ignores it)."""
+    def free(h):
+        if _H.get(h).__class__ in classes:
+            del _H[h]
+    return free
+
+
 def _out(p, what):
     if not p:
         raise null(f"{what} is NULL")
@@ -128,22 +146,26 @@ def _devices(devices, num):
     return devs
 
 
+def _dims(count, d0, d1, d2, d3, dims):
+    """The dimensions of an unpacked ANeuralNetworksOperandType (the first four arrive as
+    arguments, more are read through the pointer)."""
+    if count == 0:
+        if dims:
+            raise bad_data("dimensionCount is 0 but dimensions is not NULL")
+        return ()
+    if not dims:
+        raise bad_data(f"dimensionCount is {count} but dimensions is NULL")
+    if count <= 4:
+        return (d0, d1, d2, d3)[:count]
+    _rank(count)
+    return tuple(ffi.unpack(ffi.cast("uint32_t *", dims), count))
+
+
 def _type_desc(ptr, code, count, d0, d1, d2, d3, dims):
     """Decode an unpacked ANeuralNetworksOperandType (None when the pointer was NULL)."""
     if not ptr:
         return None
-    if count == 0:
-        if dims:
-            raise bad_data("dimensionCount is 0 but dimensions is not NULL")
-        d = ()
-    elif not dims:
-        raise bad_data(f"dimensionCount is {count} but dimensions is NULL")
-    elif count <= 4:
-        d = (d0, d1, d2, d3)[:count]
-    else:
-        _rank(count)
-        d = tuple(ffi.unpack(ffi.cast("uint32_t *", dims), count))
-    return code, d
+    return code, _dims(count, d0, d1, d2, d3, dims)
 
 
 def _u32_list(ptr, n, what):
@@ -204,18 +226,8 @@ def Model_addOperand(h, tp, code, count, d0, d1, d2, d3, dims, scale, zp):
     m = _model(h)
     if not tp:
         raise null("type is NULL")
-    if count == 0:
-        if dims:
-            raise bad_data("dimensionCount is 0 but dimensions is not NULL")
-        d = () if code in _SCALARS else None
-    elif not dims:
-        raise bad_data(f"dimensionCount is {count} but dimensions is NULL")
-    elif count <= 4:
-        d = (d0, d1, d2, d3)[:count]
-    else:
-        _rank(count)
-        d = tuple(ffi.unpack(ffi.cast("uint32_t *", dims), count))
-    m.add_operand(code, d, scale, zp)
+    d = _dims(count, d0, d1, d2, d3, dims)
+    m.add_operand(code, d if count or code in _SCALARS else None, scale, zp)     # no dimensions: unknown rank
     if _lib is not None and not m.finished and devices_mod.CONFIG.level >= _BATCH_LEVEL and not TRACE_CALLS:
         _lib.nnpy_batch_operands_for(h)       # the next operands of this model go through C
         # (not while tracing calls: then every addOperand reaches here and is shown)
@@ -288,9 +300,7 @@ def Model_identifyInputsAndOutputs(h, nin, ins, nout, outs):
     return 0
 
 
-def Model_relaxComputationFloat32toFloat16(h, allow):
-    _model(h).relax(allow)
-    return 0
+Model_relaxComputationFloat32toFloat16 = _forward(_model, Model.relax)
 
 
 def Model_finish(h):
@@ -332,25 +342,10 @@ def Compilation_createForDevices(h, devices, num, out):
     return _create(out, "compilation", lambda: Compilation(m, devs))
 
 
-def Compilation_free(h):
-    o = _H.get(h)
-    if o.__class__ is Compilation:
-        del _H[h]
-
-
-def Compilation_setPreference(h, p):
-    _comp(h).set_preference(p)
-    return 0
-
-
-def Compilation_setPriority(h, p):
-    _comp(h).set_priority(p)
-    return 0
-
-
-def Compilation_setTimeout(h, ns):
-    _comp(h).set_timeout(ns)
-    return 0
+Compilation_free = _free(Compilation)
+Compilation_setPreference = _forward(_comp, Compilation.set_preference)
+Compilation_setPriority = _forward(_comp, Compilation.set_priority)
+Compilation_setTimeout = _forward(_comp, Compilation.set_timeout)
 
 
 def Compilation_setCaching(h, cache_dir, token):
@@ -372,27 +367,20 @@ def Compilation_finish(h):
     return 0
 
 
-def _preferred(h, index, out, is_input, what):
-    c = _comp(h)
-    _out(out, what)
-    out[0] = c.preferred(is_input, index, what)
-    return 0
+def _preferred(is_input, what):
+    """getPreferredMemory{Alignment,Padding}For{Input,Output}."""
+    def preferred(h, index, out):
+        c = _comp(h)
+        _out(out, what)
+        out[0] = c.preferred(is_input, index, what)
+        return 0
+    return preferred
 
 
-def Compilation_getPreferredMemoryAlignmentForInput(h, index, out):
-    return _preferred(h, index, out, True, "alignment")
-
-
-def Compilation_getPreferredMemoryAlignmentForOutput(h, index, out):
-    return _preferred(h, index, out, False, "alignment")
-
-
-def Compilation_getPreferredMemoryPaddingForInput(h, index, out):
-    return _preferred(h, index, out, True, "padding")
-
-
-def Compilation_getPreferredMemoryPaddingForOutput(h, index, out):
-    return _preferred(h, index, out, False, "padding")
+Compilation_getPreferredMemoryAlignmentForInput = _preferred(True, "alignment")
+Compilation_getPreferredMemoryAlignmentForOutput = _preferred(False, "alignment")
+Compilation_getPreferredMemoryPaddingForInput = _preferred(True, "padding")
+Compilation_getPreferredMemoryPaddingForOutput = _preferred(False, "padding")
 
 
 # --------------------------------------------------------------------------- Execution
@@ -419,89 +407,51 @@ def _io_type(tp, code, count, d0, d1, d2, d3, dims, scale, zp):
     return td and (td[0], td[1], scale, zp)
 
 
-def _set_from_memory(is_input, h, index, typ, mem, offset, length):
-    ex = _exec(h)
-    if mem == 0:
-        raise null("memory is NULL")
-    m = _memory(mem)
-    ex.set_io(is_input, index, _io_type(*typ), 1, length, m, offset)
-    return 0
+def _setters(is_input):
+    """setInput / setOutput (typed, untyped: no operand type, C's slim callback) and their
+    FromMemory variants, for one direction."""
+    def typed(h, index, tp, code, count, d0, d1, d2, d3, dims, scale, zp, buf, length):
+        _exec(h).set_io(is_input, index, _io_type(tp, code, count, d0, d1, d2, d3, dims, scale, zp), buf, length)
+        return 0
+
+    def untyped(h, index, buf, length):
+        ex = _H.get(h)
+        # fast path: plain buffer of exactly the compiled size (the general rules are in set_io)
+        if ex.__class__ is Execution and ex.state == 0 and buf and not ex.padding:
+            plan = ex.plan
+            lst, sizes, dims = (ex.ins, plan.in_bytes, plan.in_dims) if is_input else \
+                (ex.outs, plan.out_bytes, plan.out_dims)
+            if 0 <= index < len(lst) and lst[index] is None and sizes[index] == length:
+                lst[index] = (buf, length, dims[index], None, 0, False)
+                ex.any_set = True
+                return 0
+        _exec(h).set_io(is_input, index, None, buf, length)
+        return 0
+
+    def from_memory(h, index, tp, code, count, d0, d1, d2, d3, dims, scale, zp, mem, offset, length):
+        ex = _exec(h)
+        if mem == 0:
+            raise null("memory is NULL")
+        m = _memory(mem)
+        ex.set_io(is_input, index, _io_type(tp, code, count, d0, d1, d2, d3, dims, scale, zp), 1, length, m, offset)
+        return 0
+
+    def from_memory_untyped(h, index, mem, offset, length):
+        return from_memory(h, index, 0, 0, 0, 0, 0, 0, 0, 0, 0.0, 0, mem, offset, length)
+    return typed, untyped, from_memory, from_memory_untyped
 
 
-def Execution_setInput(h, index, tp, code, count, d0, d1, d2, d3, dims, scale, zp, buf, length):
-    ex = _exec(h)
-    ex.set_io(True, index, _io_type(tp, code, count, d0, d1, d2, d3, dims, scale, zp), buf, length)
-    return 0
+(Execution_setInput, Execution_setInput_untyped, Execution_setInputFromMemory,
+ Execution_setInputFromMemory_untyped) = _setters(True)
+(Execution_setOutput, Execution_setOutput_untyped, Execution_setOutputFromMemory,
+ Execution_setOutputFromMemory_untyped) = _setters(False)
 
 
-def Execution_setOutput(h, index, tp, code, count, d0, d1, d2, d3, dims, scale, zp, buf, length):
-    ex = _exec(h)
-    ex.set_io(False, index, _io_type(tp, code, count, d0, d1, d2, d3, dims, scale, zp), buf, length)
-    return 0
-
-
-def _set_plain(h, is_input, index, buf, length):
-    ex = _H.get(h)
-    # fast path: plain buffer of exactly the compiled size (the general rules are in set_io)
-    if ex.__class__ is Execution and ex.state == 0 and buf and not ex.padding:
-        plan = ex.plan
-        lst, sizes, dims = (ex.ins, plan.in_bytes, plan.in_dims) if is_input else \
-            (ex.outs, plan.out_bytes, plan.out_dims)
-        if 0 <= index < len(lst) and lst[index] is None and sizes[index] == length:
-            lst[index] = (buf, length, dims[index], None, 0, False)
-            ex.any_set = True
-            return 0
-    _exec(h).set_io(is_input, index, None, buf, length)
-    return 0
-
-
-def Execution_setInput_untyped(h, index, buf, length):
-    return _set_plain(h, True, index, buf, length)
-
-
-def Execution_setOutput_untyped(h, index, buf, length):
-    return _set_plain(h, False, index, buf, length)
-
-
-def Execution_setInputFromMemory_untyped(h, index, mem, offset, length):
-    return Execution_setInputFromMemory(h, index, 0, 0, 0, 0, 0, 0, 0, 0, 0.0, 0, mem, offset, length)
-
-
-def Execution_setOutputFromMemory_untyped(h, index, mem, offset, length):
-    return Execution_setOutputFromMemory(h, index, 0, 0, 0, 0, 0, 0, 0, 0, 0.0, 0, mem, offset, length)
-
-
-def Execution_setInputFromMemory(h, index, tp, code, count, d0, d1, d2, d3, dims, scale, zp, mem, offset, length):
-    return _set_from_memory(True, h, index, (tp, code, count, d0, d1, d2, d3, dims, scale, zp), mem, offset, length)
-
-
-def Execution_setOutputFromMemory(h, index, tp, code, count, d0, d1, d2, d3, dims, scale, zp, mem, offset, length):
-    return _set_from_memory(False, h, index, (tp, code, count, d0, d1, d2, d3, dims, scale, zp), mem, offset, length)
-
-
-def Execution_setMeasureTiming(h, measure):
-    _exec(h).set_measure(measure)
-    return 0
-
-
-def Execution_setTimeout(h, ns):
-    _exec(h).set_timeout(ns)
-    return 0
-
-
-def Execution_setLoopTimeout(h, ns):
-    _exec(h).set_loop_timeout(ns)
-    return 0
-
-
-def Execution_enableInputAndOutputPadding(h, enable):
-    _exec(h).enable_padding(enable)
-    return 0
-
-
-def Execution_setReusable(h, r):
-    _exec(h).set_reusable(r)
-    return 0
+Execution_setMeasureTiming = _forward(_exec, Execution.set_measure)
+Execution_setTimeout = _forward(_exec, Execution.set_timeout)
+Execution_setLoopTimeout = _forward(_exec, Execution.set_loop_timeout)
+Execution_enableInputAndOutputPadding = _forward(_exec, Execution.enable_padding)
+Execution_setReusable = _forward(_exec, Execution.set_reusable)
 
 
 def Execution_compute(h):
@@ -509,9 +459,12 @@ def Execution_compute(h):
     if sl.ACTIVE:
         sl.watch(ex, sl.SYNC)
     status = ex.compute()
-    if status:
-        raise NNError(status, last_error()[1])
-    return 0
+    return _failed(status) if status else 0
+
+
+def _failed(status):
+    """A computation's failure as the entry point's result (its reason: this thread's last)."""
+    raise NNError(status, last_error()[1])
 
 
 def Execution_burstCompute(h, b):
@@ -529,21 +482,18 @@ def Execution_burstCompute(h, b):
         status = ex.compute()
     finally:
         burst.lock.release()
-    if status:
-        raise NNError(status, last_error()[1])
-    return 0
+    return _failed(status) if status else 0
 
 
 def Execution_startCompute(h, out):
     _clear(out)
     ex = _exec(h)
-    _out(out, "event")
-    out[0] = 0
-    if sl.ACTIVE:
-        sl.watch(ex, sl.ASYNC)
-    ev = ex.start()
-    out[0] = new_handle(ev)
-    return 0
+
+    def start():
+        if sl.ACTIVE:
+            sl.watch(ex, sl.ASYNC)
+        return ex.start()
+    return _create(out, "event", start)
 
 
 def _dependencies(deps, ndeps):
@@ -598,9 +548,13 @@ def Execution_getOutputOperandRank(h, index, out):
     _out(out, "rank")
     rank, status = ex.output_rank(index)
     out[0] = rank
-    if status:
-        raise NNError(status, f"output {index}: the buffer given was too small (rank {rank} reported)")
-    return 0
+    return _too_small(index, status, f"rank {rank}") if status else 0
+
+
+def _too_small(index, status, reported):
+    """getOutputOperandRank / Dimensions after a computation whose output buffer was too small:
+    the shape is reported, and the result is that status (OUTPUT_INSUFFICIENT_SIZE)."""
+    raise NNError(status, f"output {index}: the buffer given was too small ({reported} reported)")
 
 
 def Execution_getOutputOperandDimensions(h, index, out):
@@ -609,9 +563,7 @@ def Execution_getOutputOperandDimensions(h, index, out):
     dims, status = ex.output_dims(index)
     for k, d in enumerate(dims):
         out[k] = d
-    if status:
-        raise NNError(status, f"output {index}: the buffer given was too small (dimensions {list(dims)} reported)")
-    return 0
+    return _too_small(index, status, f"dimensions {list(dims)}") if status else 0
 
 
 def Execution_getDuration(h, code, out):
@@ -629,10 +581,7 @@ def Burst_create(h, out):
     return _create(out, "burst", lambda: Burst(c))
 
 
-def Burst_free(h):
-    o = _H.get(h)
-    if o.__class__ is Burst:
-        del _H[h]
+Burst_free = _free(Burst)
 
 
 # ------------------------------------------------------------------------------ Event
@@ -655,11 +604,7 @@ def Event_free(h):
 
 
 def Event_createFromSyncFenceFd(fd, out):
-    _out(out, "event")
-    out[0] = 0
-    ev = FenceEvent(fd)
-    out[0] = new_handle(ev)
-    return 0
+    return _create(out, "event", lambda: FenceEvent(fd))
 
 
 def Event_getSyncFenceFd(h, out):
@@ -673,11 +618,7 @@ def Event_getSyncFenceFd(h, out):
 
 # ----------------------------------------------------------------------------- Memory
 def Memory_createFromFd(size, protect, fd, offset, out):
-    _out(out, "memory")
-    out[0] = 0
-    mem = Memory(size, protect, fd, offset)
-    out[0] = new_handle(mem)
-    return 0
+    return _create(out, "memory", lambda: Memory(size, protect, fd, offset))
 
 
 def Memory_createFromAHardwareBuffer(ahwb, out):
@@ -702,34 +643,27 @@ def Memory_copy(src, dst):
     return 0
 
 
-def Memory_free(h):
-    # only the handle goes: models, executions and computations in flight that use the memory
-    # hold it, and it is released with the last of them (docs/decisions.md)
-    o = _H.get(h)
-    if o.__class__ is Memory or o.__class__ is DescMemory:
-        del _H[h]
+# only the handle goes: models, executions and computations in flight that use the memory hold
+# it, and it is released with the last of them (docs/decisions.md)
+Memory_free = _free(Memory, DescMemory)
 
 
 def MemoryDesc_create(out):
     return _create(out, "desc", MemoryDesc)
 
 
-def MemoryDesc_free(h):
-    o = _H.get(h)
-    if o.__class__ is MemoryDesc:
-        del _H[h]
+MemoryDesc_free = _free(MemoryDesc)
 
 
-def MemoryDesc_addInputRole(h, c, index, freq):
-    d = _desc(h)
-    d.add_role(_comp(c), index, freq, True)
-    return 0
+def _add_role(is_input):
+    def add_role(h, c, index, freq):
+        d = _desc(h)
+        d.add_role(_comp(c), index, freq, is_input)
+        return 0
+    return add_role
 
 
-def MemoryDesc_addOutputRole(h, c, index, freq):
-    d = _desc(h)
-    d.add_role(_comp(c), index, freq, False)
-    return 0
+MemoryDesc_addInputRole, MemoryDesc_addOutputRole = _add_role(True), _add_role(False)
 
 
 def MemoryDesc_setDimensions(h, rank, dims):
@@ -771,32 +705,20 @@ def _c_text(d, attr, text):
     return buf
 
 
-def Device_getName(h, out):
-    d = _device(h)
-    _out(out, "name")
-    out[0] = _c_text(d, "name_c", d.name)
-    return 0
+def _device_property(what, value):
+    """Device_get<what>: value(device) into *out."""
+    def get(h, out):
+        d = _device(h)
+        _out(out, what)
+        out[0] = value(d)
+        return 0
+    return get
 
 
-def Device_getVersion(h, out):
-    d = _device(h)
-    _out(out, "version")
-    out[0] = _c_text(d, "version_c", d.version)
-    return 0
-
-
-def Device_getType(h, out):
-    d = _device(h)
-    _out(out, "type")
-    out[0] = d.type
-    return 0
-
-
-def Device_getFeatureLevel(h, out):
-    d = _device(h)
-    _out(out, "featureLevel")
-    out[0] = C.FEATURE_LEVEL_CODE[d.level]
-    return 0
+Device_getName = _device_property("name", lambda d: _c_text(d, "name_c", d.name))
+Device_getVersion = _device_property("version", lambda d: _c_text(d, "version_c", d.version))
+Device_getType = _device_property("type", lambda d: d.type)
+Device_getFeatureLevel = _device_property("featureLevel", lambda d: C.FEATURE_LEVEL_CODE[d.level])
 
 
 def Device_wait(h):

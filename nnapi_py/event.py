@@ -8,18 +8,27 @@ from . import constants as C
 from .errors import bad_data
 
 
-def _dup_fence(fd):
-    """A duplicate of sync fence `fd` for the caller (Event_getSyncFenceFd); BAD_DATA when
-    there is none to give, as Android 14 answers an fd it cannot duplicate."""
-    if fd < 0:
-        raise bad_data("the event is not backed by a sync fence")
-    try:
-        return os.dup(fd)
-    except OSError as e:
-        raise bad_data(f"cannot duplicate the event's sync fence fd {fd}: {e.strerror}") from None
+class _FdEvent:
+    """What both kinds of event do with their fd (-1: none)."""
+    fd = -1
+
+    def get_fd(self):
+        """A duplicate of the sync fence for the caller (Event_getSyncFenceFd); BAD_DATA when
+        there is none to give, as Android 14 answers an fd it cannot duplicate."""
+        if self.fd < 0:
+            raise bad_data("the event is not backed by a sync fence")
+        try:
+            return os.dup(self.fd)
+        except OSError as e:
+            raise bad_data(f"cannot duplicate the event's sync fence fd {self.fd}: {e.strerror}") from None
+
+    def close(self):
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
 
 
-class Event:
+class Event(_FdEvent):
     """Signalled once; status is the computation's result code."""
 
     def __init__(self, with_fence=False):
@@ -45,16 +54,8 @@ class Event:
     def failed(self):
         return self._done.is_set() and self.status != C.NO_ERROR
 
-    def get_fd(self):
-        return _dup_fence(self.fd)
 
-    def close(self):
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-
-
-class FenceEvent:
+class FenceEvent(_FdEvent):
     """An event made from a caller's pollable fd (sync fence): signalled when it is readable."""
 
     def __init__(self, fd):
@@ -86,14 +87,6 @@ class FenceEvent:
 
     def failed(self):
         return self.done() and self.wait() != C.NO_ERROR
-
-    def get_fd(self):
-        return _dup_fence(self.fd)
-
-    def close(self):
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
 
 
 class _Pool:
