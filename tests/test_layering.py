@@ -63,7 +63,8 @@ def test_shared_layer_imports_no_operation_module(path):
 
 
 def test_operations_do_not_import_the_runtime():
-    runtime = {"_capi", "model", "compilation", "execution", "memory", "event", "devices", "plan", "cache"}
+    runtime = {"_capi", "model", "compilation", "execution", "memory", "event", "devices", "plan", "cache",
+               "execution_io", "plan_run", "plan_rewrites"}
     for path in OPS.rglob("*.py"):               # ops/quant/ too
         bad = sorted(m for m in _imports(path) if m.split(".")[0] in runtime)
         assert not bad, f"ops/{path.relative_to(OPS)} imports runtime module(s) {bad} (layers import downward only)"
@@ -83,7 +84,8 @@ def test_tflite_mapping_module_imports_only_the_shared_layer(path):
     bad = sorted(m for m in _imports(path) if m.startswith("tflite.") and m.split(".")[1] not in TFLITE_SHARED)
     assert not bad, (f"tflite/{path.name} imports {bad}; a mapping module imports only the importer's shared "
                      f"layer ({sorted(TFLITE_SHARED)}), never a sibling mapping module or the loader")
-    runtime = {"_capi", "model", "compilation", "execution", "memory", "event", "devices", "plan", "ops"}
+    runtime = {"_capi", "model", "compilation", "execution", "memory", "event", "devices", "plan", "ops",
+               "execution_io", "plan_run", "plan_rewrites", "nn_base", "nn_checks", "nn_model", "nn_execution"}
     bad = sorted(m for m in _imports(path) if m.split(".")[0] in runtime)
     assert not bad, f"tflite/{path.name} imports runtime module(s) {bad}: it builds through nnapi_py.nn only"
 
