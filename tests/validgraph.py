@@ -33,7 +33,7 @@ twin; Android's code was not copied):
   shapes).  A failure prints the seed, the case and the model; `--dump DIR` writes it as
   DIR/validgraph/<name>.json.gz, which `python tests/cts_runner.py --cts DIR` runs again.
 
-Covered: 104 of the registry's 106 operations.  By value (float64 references written here):
+Covered: all 106 operations of the registry.  By value (float64 references written here):
   the 38 of the first version, plus comparisons, LOGICAL_*, SELECT, FLOOR, LOG, SIN, POW, PRELU,
   CAST, QUANTIZE, DEQUANTIZE, LOG_SOFTMAX, L2_/LOCAL_RESPONSE_/INSTANCE_NORMALIZATION, ARGMAX/MIN,
   REDUCE_MIN/PROD/ALL/ANY, EXPAND_DIMS, FILL, RANK, PACK, REVERSE, TILE, SLICE, STRIDED_SLICE,
@@ -50,11 +50,14 @@ Covered: 104 of the registry's 106 operations.  By value (float64 references wri
   referenced models, condition both ways) and WHILE (x + y for n = 0..4 steps, an INT32 counter;
   sync / async / burst only: the dynamic mode would make the condition output unknown-shaped).
   HEATMAP_MAX_KEYPOINT (both layouts, one clear peak per map: no ties, a well-conditioned fit).
-  BOX_WITH_NMS_LIMIT (float32 / float16; hard, linear and gaussian kernels on unambiguous inputs:
-  distinct scores, boxes in disjoint clusters; its data-dependent output size declared, or unknown
-  in the dynamic mode; rows compared per image by score, their order there not being specified).
-  Not covered yet (NOT_COVERED): the operations with data-dependent output sizes (
-  DETECTION_POSTPROCESSING, GENERATE_PROPOSALS).
+  BOX_WITH_NMS_LIMIT (float32 / float16 / quantized; hard, linear and gaussian kernels on
+  unambiguous inputs: distinct scores, boxes in disjoint clusters; its data-dependent output size
+  declared, or unknown in the dynamic mode; rows compared per image by score, their order there
+  not being specified).  GENERATE_PROPOSALS (both layouts, float32 / float16 / quantized; distinct
+  scores, min_size and the IoU threshold chosen clear of every size and IoU they are compared
+  with) and DETECTION_POSTPROCESSING (float32 / float16, regular and fast NMS; distinct scores,
+  an IoU threshold clear of every IoU): references written from the operation documentation,
+  checked against the conformance vectors of the three operations.
 --devices runs each graph on virtual devices too (DEVICE_SETS: fp16 GPU, quantized NPU, minimal
 CPU); --repro DIR writes a failing graph as a standalone Python program (ctypes only) that
 builds, runs and prints it beside the references.
@@ -2176,6 +2179,62 @@ def _heatmap(g, rng, x):
 RECIPES.update({"HEATMAP_MAX_KEYPOINT": _heatmap})
 
 
+def _iou64(a, b):
+    iw = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    ih = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    inter = iw * ih
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / union if union > 0 else 0.0
+
+
+def _greedy_nms(order, boxes, iou_th, limit):
+    """Hard NMS over the rows `order` (in descending score): a row is kept when its IoU with
+    every row kept before is below iou_th; at most limit rows (limit < 0: no limit).  The IoU
+    formula is symmetric in the two axes, so [y1, x1, y2, x2] boxes are measured alike."""
+    kept = []
+    for r in order:
+        if 0 <= limit <= len(kept):
+            break
+        if all(_iou64(boxes[r], boxes[k]) < iou_th for k in kept):
+            kept.append(r)
+    return kept
+
+
+def _gap(rng, values, lo, hi, margin, step=1 / 64):
+    """A threshold for an unambiguous draw: a multiple of step in [lo, hi] (exact in float16)
+    at least margin away from every value the operation compares with it (random among
+    those); Skip when there is none."""
+    cand = np.arange(np.ceil(lo / step), np.floor(hi / step) + 1) * step
+    v = np.asarray(list(values), np.float64).reshape(-1)
+    if v.size and cand.size:
+        cand = cand[np.abs(cand[:, None] - v[None, :]).min(axis=1) >= margin]
+    if not cand.size:
+        raise Skip("no threshold clear of the values")
+    return float(cand[int(rng.integers(cand.size))])
+
+
+def _pair_ious(boxes, rows):
+    return [_iou64(boxes[i], boxes[j]) for k, i in enumerate(rows) for j in rows[k + 1:]]
+
+
+def _rows_check(g, name, tens, image_pos):
+    """A check for operations whose selected rows have a data-dependent number and an order
+    inside an image the specification leaves open (BOX_WITH_NMS_LIMIT, GENERATE_PROPOSALS):
+    the rows of the library and of the reference sorted by image (output image_pos) and
+    descending score (output 0), then each output compared as compare() does (float bound,
+    1 quantized step, integers exact)."""
+    def check(got, wants, reals):
+        got = [np.asarray(a) for a in got]
+        n = np.shape(wants[0])[0]
+        if got[0].shape[0] != n:
+            return [f"{got[0].shape[0]} rows selected, expected {n}"]
+        go = np.lexsort((-decode(tens[0], got[0]), decode(tens[image_pos], got[image_pos])))
+        wo = np.lexsort((-np.asarray(wants[0], np.float64), np.asarray(wants[image_pos])))
+        probs = [compare(name, ten, a[go], np.asarray(w)[wo], g) for ten, a, w in zip(tens, got, wants)]
+        return [p + " (rows sorted by image and score)" for p in probs if p]
+    return check
+
+
 def _nms_ref(scores, boxes, bidx, th, max_det, iou_th):
     """BOX_WITH_NMS_LIMIT with the hard kernel on unambiguous inputs (float64): per image and
     class >= 1 the boxes scoring above th, greedily selected by descending score, a box dropped
@@ -2188,13 +2247,7 @@ def _nms_ref(scores, boxes, bidx, th, max_det, iou_th):
         sel = []
         for c in range(1, ncls):
             cand = sorted((r for r in rows if scores[r, c] > th), key=lambda r: -scores[r, c])
-            kept = []
-            for r in cand:
-                bx = boxes[r, 4 * c:4 * c + 4]
-                if all(_iou64(bx, boxes[k, 4 * c:4 * c + 4]) < iou_th for k in kept):
-                    kept.append(r)
-                if max_det >= 0 and len(kept) >= max_det:
-                    break
+            kept = _greedy_nms(cand, boxes[:, 4 * c:4 * c + 4], iou_th, max_det)
             sel += [(scores[r, c], boxes[r, 4 * c:4 * c + 4], c, b) for r in kept]
         sel.sort(key=lambda e: -e[0])
         out += sel[:max_det] if max_det >= 0 else sel
@@ -2203,52 +2256,33 @@ def _nms_ref(scores, boxes, bidx, th, max_det, iou_th):
             np.array([e[2] for e in out], np.int64).reshape(k), np.array([e[3] for e in out], np.int64).reshape(k))
 
 
-def _iou64(a, b):
-    iw = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
-    ih = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
-    inter = iw * ih
-    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
-    return inter / union if union > 0 else 0.0
-
-
-def _nms_check(got, wants, reals):
-    """Rows compared per image in descending score (the order inside an image is not
-    specified): scores within the float bound, boxes, classes and images equal."""
-    ws, wb, wc, wi = wants
-    gs, gb, gc, gi = [np.asarray(v) for v in got]
-    if gs.shape != ws.shape:
-        return [f"{gs.shape[0]} boxes selected, expected {ws.shape[0]}"]
-    go = np.lexsort((-gs.astype(np.float64), gi))
-    wo = np.lexsort((-ws, wi))
-    probs = []
-    if not np.allclose(gs.astype(np.float64)[go], ws[wo], rtol=2 ** -9, atol=1e-6):
-        probs.append(f"scores {gs[go].tolist()}, expected {ws[wo].tolist()}")
-    if not np.allclose(gb.astype(np.float64)[go], wb[wo], rtol=2 ** -9, atol=1e-4):
-        probs.append(f"boxes {gb[go].tolist()}, expected {wb[wo].tolist()}")
-    if (gc[go] != wc[wo]).any() or (gi[go] != wi[wo]).any():
-        probs.append(f"classes / images {gc[go].tolist()} / {gi[go].tolist()}, expected "
-                     f"{wc[wo].tolist()} / {wi[wo].tolist()}")
-    return probs
-
-
 def _box_with_nms_limit(g, rng, x):
-    """BOX_WITH_NMS_LIMIT (float32 / float16), an output size that depends on the values:
+    """BOX_WITH_NMS_LIMIT (float32 / float16, and quantized: QUANT8_ASYMM(_SIGNED) scores with
+    QUANT16_ASYMM boxes of scale 0.125), an output size that depends on the values:
     the tester declares the reference's size (sync and other modes) or unknown dimensions
     (dynamic) and reads the sizes back.  Inputs chosen so the selection is well defined:
-    every score distinct on a grid of 1/64 with the threshold half a step between two; each
+    every score distinct on a grid (1/64, or one quantization step: the scores' codes
+    distinct) with the threshold half a step between two; each
     box a jittered copy of one of a few disjoint 10x10 cluster boxes, so two boxes of a class
     overlap with IoU >= 0.6 (same cluster) or 0 (different clusters), iou_threshold in
     [0.3, 0.5]; nms_score_threshold th / 2 (> 0: a box the hard kernel suppresses, its score
     multiplied by 0, is dropped; with 0 it would stay with score 0, as Android's reference
     keeps it -- the tester's first reference missed that).  Soft kernels (linear, gaussian) are drawn only with one box per cluster and
-    class (IoU 0 everywhere: scores unchanged)."""
-    t = x.type if x.type in (F32, F16) else F32
+    class (IoU 0 everywhere: scores unchanged).  Quantized: the output scores keep the input's
+    quantization (the selected codes), the boxes are the input's codes."""
+    t = x.type
+    q = t in QUANT
     batches, ncls = _small(rng, 3), int(rng.integers(2, 5))
     n = int(rng.integers(1, 7))
     bidx = np.sort(rng.integers(0, batches, n))
-    grid = rng.choice(np.arange(1, 64), n * ncls, replace=False) / 64.0
-    sc = grid.reshape(n, ncls)
-    th = (int(rng.integers(0, 40)) + 0.5) / 64
+    grid = rng.choice(np.arange(1, 64), n * ncls, replace=False)
+    if q:                                  # one quantization step per grid point: codes zp + 1 .. zp + 63
+        unit = float(np.float32(rng.uniform(0.004, 0.016)))
+        zp = int(rng.integers(QRANGE[t][0], QRANGE[t][1] - 63))
+    else:
+        unit, zp = 1 / 64, 0
+    sc = grid.reshape(n, ncls) * unit
+    th = (int(rng.integers(0, 40)) + 0.5) * unit
     kernel = int(rng.choice([0, 0, 0, 1, 2]))
     nclu = 6
     clu = rng.integers(0, nclu, (n, ncls))
@@ -2261,27 +2295,259 @@ def _box_with_nms_limit(g, rng, x):
                 if rows.size > nclu:
                     raise Skip("too many rows for disjoint clusters")
     jit = np.round(rng.uniform(-0.5, 0.5, (n, ncls, 4)) * 8) / 8
-    base = np.stack([clu * 20.0, np.full(clu.shape, 5.0), clu * 20.0 + 10, np.full(clu.shape, 15.0)], -1)
+    # clusters from x = 1 (QUANT16_ASYMM boxes are >= 0)
+    base = np.stack([clu * 20.0 + 1, np.full(clu.shape, 5.0), clu * 20.0 + 11, np.full(clu.shape, 15.0)], -1)
     boxes = (base + jit).reshape(n, 4 * ncls)
     max_det = int(rng.choice([-1, -1, 1, 2, 3]))
     iou_th = float(rng.choice([0.3, 0.4, 0.5]))
-    s_in = g.new_input(t, (n, ncls), values=sc)
-    b_in = g.new_input(t, (n, 4 * ncls), values=boxes, const=bool(rng.random() < 0.3))
+    bt = Q16A if q else t
+    s_in = g.new_input(t, (n, ncls), values=sc, qp=(unit, zp) if q else None)
+    b_in = g.new_input(bt, (n, 4 * ncls), values=boxes, qp=(0.125, 0) if q else None,
+                       const=bool(rng.random() < 0.3))
     i_in = g.new_input(I32, (n,), values=bidx, const=bool(rng.random() < 0.5))
     ins = [s_in.idx, b_in.idx, i_in.idx, g.fscalar(t, th), g.i32(max_det), g.i32(kernel),
            g.fscalar(t, iou_th), g.fscalar(t, 0.5), g.fscalar(t, th / 2)]
+    tens = []
     res = g.op("BOX_WITH_NMS_LIMIT", ins, [s_in, b_in, i_in],
                lambda a, bb, ii: _nms_ref(a, bb, ii, th, max_det, iou_th),
-               outs=[(t, "free"), (t, "free"), (I32, "free"), (I32, "free")], check=_nms_check)
+               outs=[(t, (unit, zp) if q else "free"), (bt, (0.125, 0) if q else "free"), (I32, "free"),
+                     (I32, "free")],
+               check=lambda got, wants, reals: _rows_check(g, "BOX_WITH_NMS_LIMIT", tens, 3)(got, wants, reals))
+    tens += res
     for ten in res:          # the row order inside an image is unspecified: no operation reads them
         g.tensors.remove(ten)
     return res
 
 
 RECIPES.update({"BOX_WITH_NMS_LIMIT": _box_with_nms_limit})
-# registry operations without a recipe yet (the detection family and control flow)
-NOT_COVERED = ("DETECTION_POSTPROCESSING",
-               "GENERATE_PROPOSALS")
+
+
+# ---- DETECTION_POSTPROCESSING ------------------------------------------------------------------------
+def _dp_decode(d, anchors, scales):
+    """Anchors [ctr_y, ctr_x, h, w] moved by deltas [dy, dx, dh, dw] / scales (centre by a
+    fraction of the anchor's size, size by exp): boxes [y1, x1, y2, x2]."""
+    sy, sx, sh, sw = scales
+    cy = anchors[:, 0] + anchors[:, 2] * d[:, 0] / sy
+    cx = anchors[:, 1] + anchors[:, 3] * d[:, 1] / sx
+    hh = anchors[:, 2] * np.exp(d[:, 2] / sh) / 2
+    hw = anchors[:, 3] * np.exp(d[:, 3] / sw) / 2
+    return np.stack([cy - hh, cx - hw, cy + hh, cx + hw], axis=1)
+
+
+def _dp_ref(scores, deltas, anchors, p):
+    """DETECTION_POSTPROCESSING (float64), written from the operation's documentation with
+    Android's choices where it is silent: per image, the anchors decoded; regular NMS: per
+    class c >= 1 the anchors scoring above the threshold, hard NMS (IoU >= iou_threshold
+    suppresses) keeping at most max_detections_per_class, then the image's best
+    max_num_detections by score; fast NMS: one hard NMS on each anchor's best non-background
+    score (above the threshold) keeping at most max_num_detections anchors, each reported with
+    its min(classes - 1, max_classes_per_detection) best classes.  Labels are c - 1, or c with
+    the background in the label map.  Outputs have room for p["n_out"] rows per image; the
+    count is output 3, the rows past it are 0."""
+    b, na, nc = scores.shape
+    n_out = p["n_out"]
+    os_, ob = np.zeros((b, n_out)), np.zeros((b, n_out, 4))
+    oc, on = np.zeros((b, n_out), np.int64), np.zeros(b, np.int64)
+    lab = 0 if p["bg"] else 1
+    for i in range(b):
+        boxes = _dp_decode(deltas[i], anchors, p["scales"])
+        s = scores[i]
+        rows = []
+        if p["regular"]:
+            for c in range(1, nc):
+                order = sorted((a for a in range(na) if s[a, c] > p["th"]), key=lambda a: -s[a, c])
+                rows += [(s[a, c], a, c) for a in _greedy_nms(order, boxes, p["iou"], p["per_class"])]
+            rows.sort(key=lambda e: -e[0])
+            rows = rows[:p["max_det"]]
+        else:
+            best = s[:, 1:].max(axis=1)
+            order = sorted((a for a in range(na) if best[a] > p["th"]), key=lambda a: -best[a])
+            for a in _greedy_nms(order, boxes, p["iou"], p["max_det"]):
+                cls = 1 + np.argsort(-s[a, 1:])[:min(nc - 1, p["max_cls"])]
+                rows += [(s[a, c], a, int(c)) for c in cls]
+        for j, (v, a, c) in enumerate(rows):
+            os_[i, j], ob[i, j], oc[i, j] = v, boxes[a], c - lab
+        on[i] = len(rows)
+    return os_, ob, oc, on
+
+
+def _dp_check(g, tens):
+    """Output 3 (detections per image) exact; per image its first count rows against the
+    reference's, both sorted by descending score (the documentation gives no order; scores
+    are distinct), compared as compare() does; the rows past the count 0 (Android clears them)."""
+    def check(got, wants, reals):
+        got = [np.asarray(a) for a in got]
+        p = compare("DETECTION_POSTPROCESSING", tens[3], got[3], wants[3], g)
+        if p:
+            return [p]
+        probs = []
+        for i, n in enumerate(np.asarray(wants[3]).tolist()):
+            go = np.argsort(-got[0][i, :n].astype(np.float64), kind="stable")
+            wo = np.argsort(-np.asarray(wants[0][i, :n]), kind="stable")
+            for ten, a, w in zip(tens[:3], got[:3], wants[:3]):
+                p = compare("DETECTION_POSTPROCESSING", ten, a[i, :n][go], np.asarray(w)[i, :n][wo], g)
+                if p:
+                    probs.append(f"image {i}: {p} (rows sorted by score)")
+                if (a[i, n:] != 0).any():
+                    probs.append(f"image {i}: output {tens.index(ten)} has non-zero values past the "
+                                 f"{n} detections: {a[i, n:].reshape(-1)[:8].tolist()}")
+        return probs
+    return check
+
+
+def _detection_postprocessing(g, rng, x):
+    """DETECTION_POSTPROCESSING (float32 / float16; float32 in quantized graphs), regular and
+    fast NMS, background in the label map or not, 4..6 values per box encoding.  Unambiguous
+    inputs: the scores of an image distinct multiples of 1/64 with the threshold half a step
+    between two; anchors in one to three clusters (so boxes overlap by any amount), in
+    normalized or pixel coordinates, and the IoU threshold a multiple of 1/64 at least 0.01
+    from every IoU of two decoded boxes of an image (no NMS decision at the boundary)."""
+    t = x.type if x.type in (F32, F16) else F32
+    b, na, nc, enc = _small(rng, 3), int(rng.integers(1, 9)), int(rng.integers(2, 6)), int(rng.integers(4, 7))
+    sc = np.stack([rng.choice(np.arange(1, 64), na * nc, replace=False) for _ in range(b)]).reshape(b, na, nc) / 64
+    unit = float(rng.choice([1.0, 1.0, 16.0]))          # normalized or pixel coordinates
+    ncl = int(rng.integers(1, 4))
+    centres = rng.uniform(0.2, 0.8, (ncl, 2))
+    ctr = centres[rng.integers(0, ncl, na)] + rng.uniform(-0.1, 0.1, (na, 2))
+    anchors = np.concatenate([ctr, rng.uniform(0.1, 0.4, (na, 2))], axis=1) * unit
+    scales = tuple(float(rng.choice([1.0, 2.0, 5.0, 10.0])) for _ in range(4))
+    deltas = rng.uniform(-0.3, 0.3, (b, na, enc))
+    deltas[..., 2:4] = rng.uniform(-0.5, 0.5, (b, na, 2))
+    deltas[..., :4] *= np.asarray(scales)
+    s_in = g.new_input(t, (b, na, nc), values=sc)
+    d_in = g.new_input(t, (b, na, enc), values=deltas, const=bool(rng.random() < 0.2))
+    a_in = g.new_input(t, (na, 4), values=anchors, const=bool(rng.random() < 0.5))
+    ious = []
+    for i in range(b):
+        boxes = _dp_decode(d_in.real[i], a_in.real, scales)
+        ious += _pair_ious(boxes, list(range(na)))
+    p = {"scales": scales, "regular": bool(rng.random() < 0.5), "max_det": int(rng.integers(1, 6)),
+         "max_cls": int(rng.integers(1, 5)), "per_class": int(rng.integers(1, 5)),
+         "th": (int(rng.integers(0, 40)) + 0.5) / 64, "iou": _gap(rng, ious, 0.1, 0.9, 0.01),
+         "bg": bool(rng.random() < 0.5)}
+    p["n_out"] = p["max_det"] * (1 if p["regular"] else p["max_cls"])
+    ins = [s_in.idx, d_in.idx, a_in.idx] + [g.fscalar(t, v) for v in scales] + \
+        [g.scalar("BOOL", p["regular"]), g.i32(p["max_det"]), g.i32(p["max_cls"]), g.i32(p["per_class"]),
+         g.fscalar(t, p["th"]), g.fscalar(t, p["iou"]), g.scalar("BOOL", p["bg"])]
+    tens = []
+    res = g.op("DETECTION_POSTPROCESSING", ins, [s_in, d_in, a_in], lambda s, d, a: _dp_ref(s, d, a, p),
+               outs=[(t, "free"), (t, "free"), (I32, "free"), (I32, "free")],
+               check=lambda got, wants, reals: _dp_check(g, tens)(got, wants, reals))
+    tens += res
+    for ten in res:          # their row order is not specified: no operation reads them
+        g.tensors.remove(ten)
+    return res
+
+
+# ---- GENERATE_PROPOSALS ------------------------------------------------------------------------------
+def _gp_boxes(deltas, anchors, info, hs, ws):
+    """One image: anchors [x1, y1, x2, y2] shifted to every position (x by w * width_stride, y by
+    h * height_stride; rows ordered by position, then anchor), moved by the deltas [dx, dy, dw,
+    dh] as AXIS_ALIGNED_BBOX_TRANSFORM does and clipped to the image [height, width]."""
+    h, w = deltas.shape[:2]
+    yy, xx = np.meshgrid(np.arange(h) * hs, np.arange(w) * ws, indexing="ij")
+    shift = np.stack([xx, yy, xx, yy], axis=-1)
+    rois = (shift[:, :, None, :] + anchors[None, None]).reshape(-1, 4)
+    return _bbox_ref(rois, deltas.reshape(-1, 4), np.zeros(rois.shape[0], np.int64), info[None])
+
+
+def _gp_ref(scores, deltas, anchors, info, p, stages=None):
+    """GENERATE_PROPOSALS (float64) from the documentation, with Android's choices where it is
+    silent: per image the proposals of every position and anchor; the pre_nms_top_n best by
+    score (all when <= 0 or not fewer); those wider and taller than min_size with their centre
+    inside the image; hard NMS by descending score (IoU >= iou_threshold suppresses) keeping at
+    most post_nms_top_n (no limit when negative; 0 is not drawn: the documentation says no
+    limit, Android's loop selects nothing).  Rows grouped by image.  stages: a dict to receive
+    each image's boxes, pre-selected and filtered rows (the recipe's margins)."""
+    if p["nchw"]:
+        scores, deltas = scores.transpose(0, 2, 3, 1), deltas.transpose(0, 2, 3, 1)
+    out = []
+    for k in range(scores.shape[0]):
+        boxes = _gp_boxes(deltas[k], anchors, info[k], p["hs"], p["ws"])
+        s = scores[k].reshape(-1)
+        order = sorted(range(s.size), key=lambda i: -s[i])
+        if 0 < p["pre"] < s.size:
+            order = order[:p["pre"]]
+        pre = list(order)
+        bw, bh = boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1]
+        ms = p.get("min_size", 0.0)
+        order = [i for i in order if bw[i] > ms and bh[i] > ms and boxes[i, 0] + bw[i] / 2 < info[k, 1]
+                 and boxes[i, 1] + bh[i] / 2 < info[k, 0]]
+        if stages is not None:
+            stages[k] = (boxes, pre, order)
+            continue
+        kept = _greedy_nms(order, boxes, p["iou"], p["post"])
+        out += [(s[i], boxes[i], k) for i in kept]
+    n = len(out)
+    return (np.array([e[0] for e in out]).reshape(n), np.array([e[1] for e in out]).reshape(n, 4),
+            np.array([e[2] for e in out], np.int64).reshape(n))
+
+
+def _generate_proposals(g, rng, x):
+    """GENERATE_PROPOSALS, NHWC and NCHW; float32, float16 and quantized (QUANT8_ASYMM(_SIGNED)
+    scores and deltas, QUANT16_SYMM anchors and QUANT16_ASYMM image sizes of scale 0.125; the
+    output scores keep the input's quantization, boxes QUANT16_ASYMM (0.125, 0)).  Unambiguous
+    inputs: an image's scores distinct (multiples of 1/64, or distinct codes); min_size a
+    multiple of 1/64 at least 0.01 from the width and height of every pre-selected box, and
+    the IoU threshold one at least 0.01 from the IoU of any two boxes that reach the NMS."""
+    t = x.type
+    q = t in QUANT
+    nchw = bool(rng.random() < 0.4)
+    b, h, w, na = _small(rng, 2), int(rng.integers(1, 4)), int(rng.integers(1, 4)), int(rng.integers(1, 4))
+    m = h * w * na
+    hs, ws = float(rng.choice([0.5, 1.0, 2.0, 4.0])), float(rng.choice([0.5, 1.0, 2.0, 4.0]))
+    size = rng.uniform(0.5, 3.0, (na, 2)) * [ws, hs]
+    off = rng.uniform(0.0, 1.0, (na, 2)) * [ws, hs]
+    anchors = np.concatenate([off - size / 2, off + size / 2], axis=1)
+    info = np.stack([h * hs * rng.uniform(0.7, 1.3, b), w * ws * rng.uniform(0.7, 1.3, b)], axis=1)
+    anchors, info = np.round(anchors * 8) / 8, np.maximum(np.round(info * 8) / 8, 0.5)
+    d = rng.uniform(-0.3, 0.3, (b, h, w, na, 4))
+    d[..., 2:] = rng.uniform(-0.6, 0.6, (b, h, w, na, 2))
+    d = d.reshape(b, h, w, 4 * na)
+    if q:
+        lo, hi = QRANGE[t]
+        scale = float(np.float32(rng.uniform(0.01, 0.05)))
+        zp = int(rng.integers(lo, hi + 1))
+        codes = np.stack([rng.choice(np.arange(lo, hi + 1), m, replace=False) for _ in range(b)])
+        sc, sq = (codes - zp) * scale, (scale, zp)
+    else:
+        sc, sq = np.stack([rng.choice(np.arange(-96, 97), m, replace=False) for _ in range(b)]) / 64, None
+    sc = sc.reshape(b, h, w, na)
+    s_in = g.new_input(t, from_nhwc(sc, nchw).shape, values=from_nhwc(sc, nchw), qp=sq)
+    d_in = g.new_input(t, from_nhwc(d, nchw).shape, -0.6, 0.6, values=from_nhwc(d, nchw),
+                       const=bool(rng.random() < 0.2))
+    a_in = g.new_input(Q16S if q else t, (na, 4), values=anchors, qp=(0.125, 0) if q else None,
+                       const=bool(rng.random() < 0.5))
+    i_in = g.new_input(Q16A if q else t, (b, 2), values=info, qp=(0.125, 0) if q else None,
+                       const=bool(rng.random() < 0.5))
+    p = {"nchw": nchw, "hs": hs, "ws": ws, "pre": int(rng.choice([-1, 0, 0, 1, 2, 4, 8])),
+         "post": int(rng.choice([-1, -1, 1, 2, 3, 5]))}
+    stages = {}
+    _gp_ref(s_in.real, d_in.real, a_in.real, i_in.real, p, stages)
+    sizes = [v for boxes, pre, _ in stages.values() for i in pre for v in (boxes[i, 2] - boxes[i, 0],
+                                                                         boxes[i, 3] - boxes[i, 1])]
+    p["min_size"] = _gap(rng, sizes, 0.0, float(rng.choice([0.25, 1.0, 2.0])), 0.01)
+    stages = {}
+    _gp_ref(s_in.real, d_in.real, a_in.real, i_in.real, p, stages)
+    ious = [v for boxes, _, rows in stages.values() for v in _pair_ious(boxes, rows)]
+    p["iou"] = _gap(rng, ious, 0.1, 0.9, 0.01)
+    ins = [s_in.idx, d_in.idx, a_in.idx, i_in.idx, g.fscalar(t, hs), g.fscalar(t, ws), g.i32(p["pre"]),
+           g.i32(p["post"]), g.fscalar(t, p["iou"]), g.fscalar(t, p["min_size"]), g.scalar("BOOL", nchw)]
+    tens = []
+    res = g.op("GENERATE_PROPOSALS", ins, [s_in, d_in, a_in, i_in], lambda s, dd, a, im: _gp_ref(s, dd, a, im, p),
+               outs=[(t, (s_in.scale, s_in.zp) if q else "free"), (Q16A if q else t, (0.125, 0) if q else "free"),
+                     (I32, "free")],
+               check=lambda got, wants, reals: _rows_check(g, "GENERATE_PROPOSALS", tens, 2)(got, wants, reals))
+    tens += res
+    for ten in res:          # the row order inside an image is unspecified: no operation reads them
+        g.tensors.remove(ten)
+    return res
+
+
+RECIPES.update({"DETECTION_POSTPROCESSING": _detection_postprocessing, "GENERATE_PROPOSALS": _generate_proposals})
+# registry operations without a recipe (none since the fourth round; the short run in
+# tests/test_validgraph.py requires every operation of the registry to have one or be listed here)
+NOT_COVERED = ()
 
 
 # ---- one case --------------------------------------------------------------------------------------
