@@ -251,16 +251,24 @@ def _timeout(v: Any, what: str) -> Optional[int]:
     return _as_int(v, what, 0, _UINT64_MAX, "an integer number of nanoseconds, 0..2**64-1 (None: no timeout)")
 
 
+def _setting(v: Any, what: str, table: Mapping[str, int], hi: int) -> int:
+    """A setting given by name (a key of table) or by its code (one of table's values; a number
+    past 0..hi is out of range)."""
+    names, codes = ", ".join(map(repr, table)), ", ".join(map(str, table.values()))
+    if isinstance(v, str):
+        if v not in table:
+            raise ValueError(f"{what}={v!r}: one of {names} (or their codes {codes})")
+        return table[v]
+    v = _as_int(v, what, 0, hi, f"one of {names} or their codes {codes}")
+    if v not in table.values():
+        raise ValueError(f"{what}={v}: one of {names} or their codes {codes}")
+    return v
+
+
 def _compile_args(preference, devices, priority, timeout_ns, cache_dir, token):
     """Model.compile's arguments checked and normalised before anything is made: a TypeError or
     ValueError naming the argument, the value and what is accepted."""
-    names = ", ".join(map(repr, _PREFERENCES))
-    if isinstance(preference, str):
-        if preference not in _PREFERENCES:
-            raise ValueError(f"preference={preference!r}: one of {names} (or their codes 0, 1, 2)")
-        preference = _PREFERENCES[preference]
-    else:
-        preference = _as_int(preference, "preference", 0, 2, f"one of {names} or their codes 0, 1, 2")
+    preference = _setting(preference, "preference", _PREFERENCES, 2)
     if devices is not None:
         if isinstance(devices, str):
             devices = [devices]             # one device by name
@@ -276,15 +284,7 @@ def _compile_args(preference, devices, priority, timeout_ns, cache_dir, token):
         if len(set(devices)) != len(devices):
             raise ValueError(f"devices={devices!r}: a device is named twice")
     if priority is not None:
-        pn = ", ".join(map(repr, _PRIORITIES))
-        if isinstance(priority, str):
-            if priority not in _PRIORITIES:
-                raise ValueError(f"priority={priority!r}: one of {pn} (or their codes 90, 100, 110)")
-            priority = _PRIORITIES[priority]
-        else:
-            priority = _as_int(priority, "priority", 0, 1 << 31, f"one of {pn} or their codes 90, 100, 110")
-            if priority not in _PRIORITIES.values():
-                raise ValueError(f"priority={priority}: one of {pn} or their codes 90, 100, 110")
+        priority = _setting(priority, "priority", _PRIORITIES, 1 << 31)
     timeout_ns = _timeout(timeout_ns, "timeout_ns")
     if cache_dir is not None:
         if not isinstance(cache_dir, (str, os.PathLike)):
