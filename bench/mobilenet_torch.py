@@ -43,6 +43,16 @@ def network(torch):
     return nn.Sequential(*layers).eval()
 
 
+def best_ms(fn, runs):
+    """The fastest of `runs` calls of fn(), in ms."""
+    best = 1e30
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, (time.perf_counter() - t0) * 1e3)
+    return best
+
+
 def quantized(torch, runs):
     import warnings
     warnings.filterwarnings("ignore")
@@ -61,11 +71,7 @@ def quantized(torch, runs):
                 prepared(torch.rand(1, 3, 224, 224))
             q = convert_fx(prepared)
             q(x)
-            best = 1e30
-            for _ in range(runs):
-                t0 = time.perf_counter()
-                q(x)
-                best = min(best, (time.perf_counter() - t0) * 1e3)
+            best = best_ms(lambda: q(x), runs)
         results.append((best, engine))
     best, engine = min(results)
     print(f"torch_quant8 {best:.3f} {engine} numpy_gemm_floor {gemm_floor(torch, x, runs):.3f}")
@@ -97,13 +103,10 @@ def gemm_floor(torch, x, runs):
     rng = np.random.default_rng(0)
     mats = [(rng.random((m, k), np.float32), rng.random((k, n), np.float32), np.empty((m, n), np.float32))
             for m, k, n in shapes]
-    best = 1e30
-    for _ in range(max(runs, 10)):
-        t0 = time.perf_counter()
+    def products():
         for a, b, o in mats:
             np.matmul(a, b, out=o)
-        best = min(best, (time.perf_counter() - t0) * 1e3)
-    return best
+    return best_ms(products, max(runs, 10))
 
 
 def main(runs=10):
@@ -119,11 +122,7 @@ def main(runs=10):
     x = torch.rand(1, 3, 224, 224)
     with torch.no_grad():
         net(x)
-        best = 1e30
-        for _ in range(runs):
-            t0 = time.perf_counter()
-            net(x)
-            best = min(best, (time.perf_counter() - t0) * 1e3)
+        best = best_ms(lambda: net(x), runs)
     print(f"torch_float32 {best:.3f}")
     return 0
 

@@ -14,8 +14,10 @@ with ``const=True`` (all scalars by default) become constants, the others model 
 """
 import os
 import sys
+import threading
 
 import numpy as np
+import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LIB_PATH = os.environ.get("NNAPI_PY_LIB", os.path.join(ROOT, "build", "lib", "libneuralnetworks.so"))
@@ -38,6 +40,10 @@ DTYPES = {0: np.float32, 1: np.int32, 2: np.uint32, 3: np.float32, 4: np.int32, 
           6: np.uint8, 7: np.int16, 8: np.float16, 9: np.uint8, 10: np.float16, 11: np.int8,
           12: np.uint16, 13: np.int8, 14: np.int8}
 SCALARS = {0, 1, 2, 6, 10, 15}
+BAD_DATA, OP_FAILED = 4, 5
+
+# pytestmark of a module that needs the built library
+needs_library = pytest.mark.skipif(lib is None, reason="library not built (make lib)")
 
 
 def op_code(name):
@@ -124,6 +130,20 @@ def _add_operands(model, operands, constants, keep):
             keep.append(a)
             _check(lib.ANeuralNetworksModel_setOperandValue(model, k, ffi.from_buffer(a), a.nbytes),
                    f"setOperandValue {k}")
+
+
+def new_model(operands=()):
+    """A new model, not finished, with the Opd operands added (no values set); returns (model,
+    keepalive).  The caller frees the model.  Raises NNCallError."""
+    mp = ffi.new("ANeuralNetworksModel**")
+    _check(lib.ANeuralNetworksModel_create(mp), "Model_create")
+    keep = []
+    try:
+        _add_operands(mp[0], list(operands), [], keep)
+    except BaseException:
+        lib.ANeuralNetworksModel_free(mp[0])
+        raise
+    return mp[0], keep
 
 
 def graph_io(operands, operations, inputs=None, outputs=None):
@@ -394,3 +414,19 @@ def op_fails(op, inputs, outputs, *words, code=4):
     if code == 4 and got[0] == 5 and AT_EXECUTION in got[1]:
         return fails_at_execution(lambda: run_op(op, inputs, outputs), *words)[0]
     return expect_fail(got, code, *words)
+
+
+def with_input(inputs, k, operand):
+    """A copy of the operand list `inputs` with entry k replaced by `operand`."""
+    out = list(inputs)
+    out[k] = operand
+    return out
+
+
+def in_threads(work, n=4):
+    """work(k) for k in range(n), in n threads at once; returns when every one has finished."""
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()

@@ -10,7 +10,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import threading
 
 import numpy as np
 import pytest
@@ -20,12 +19,9 @@ from nnapi_py import cache
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
-try:
-    nn.feature_level()
-    HAVE_LIB = True
-except Exception:      # library not built
-    HAVE_LIB = False
-pytestmark = pytest.mark.skipif(not HAVE_LIB, reason="library not built (make lib)")
+import nnhelp  # noqa: E402
+
+pytestmark = nnhelp.needs_library
 
 TOKEN = bytes(range(32))
 
@@ -93,11 +89,7 @@ def test_miss_then_hit_bit_identical(tmp_path, quant):
             assert run(x_for(quant))["y"].tobytes() == ref.tobytes()
     # many executions, executions in parallel: arenas of the loaded plan like a fresh one's
     outs = []
-    ts = [threading.Thread(target=lambda: outs.append(c2.run(x_for(quant))["y"].tobytes())) for _ in range(4)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
+    nnhelp.in_threads(lambda k: outs.append(c2.run(x_for(quant))["y"].tobytes()), 4)
     assert outs == [ref.tobytes()] * 4
 
 
@@ -269,11 +261,7 @@ def test_threads_same_token(tmp_path):
                 assert c.run(x_for())["y"].tobytes() == want[j]
         except BaseException as e:
             errors.append(e)
-    ts = [threading.Thread(target=work, args=(k,)) for k in range(4)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
+    nnhelp.in_threads(work, 4)
     assert not errors, errors
     assert [f for f in os.listdir(tmp_path) if f.endswith(".tmp")] == []
 

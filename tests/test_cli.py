@@ -163,10 +163,7 @@ def test_run_bench_prints_the_thread_counts(tmp_path):
     pytest.importorskip("tflite", reason="the tflite parser package is not installed")
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import tflite_writer
-    f32 = np.float32
-    path = tflite_writer.write(str(tmp_path / "add.tflite"),
-                               [("a", f32, (2, 3), None), ("b", f32, (2, 3), None), ("y", f32, (2, 3), None)],
-                               [("ADD", [0, 1], [2], None)], [0, 1], [2])
+    path = tflite_writer.binary(str(tmp_path / "add.tflite"), "ADD", (2, 3))
     e = _unpinned_env()
     p = subprocess.run([sys.executable, "-m", "nnapi_py", "run", path, "--bench", "3"], capture_output=True,
                        text=True, env=e, timeout=300)

@@ -4,19 +4,14 @@ peephole, projection (with and without bias) and layer normalization, clipping, 
 time-major vs batch-major, zero state, omitted optional inputs (NO_VALUE constants and
 omitted model inputs), state outputs, and validation reasons."""
 import itertools
-import os
-import sys
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import nnhelp  # noqa: E402
-from nnhelp import T, Opd, lib, run_op, expect_fail  # noqa: E402
+import nnhelp
+from nnhelp import BAD_DATA, OP_FAILED, T, Opd, expect_fail, run_op, with_input
 
-pytestmark = pytest.mark.skipif(lib is None, reason="library not built")
-
-BAD_DATA, OP_FAILED = 4, 5
+pytestmark = nnhelp.needs_library
 f32 = np.float32
 rng = np.random.default_rng(5)
 
@@ -202,16 +197,9 @@ def test_lstm_validation_and_runtime_reasons():
     outs = [T.f32([batch, 4 * u]), T.f32([batch, u]), T.f32([batch, u]), T.f32([batch, u])]
     add = nnhelp.add_op_code
     assert add("LSTM", ins, outs) == (0, "")
-    bad = list(ins)
-    bad[20] = T.i32(2)
-    expect_fail(add("LSTM", bad, outs), BAD_DATA, "input 20 (activation)", "got 2")
-    bad = list(ins)
-    bad[21] = T.f32s(-1.0)
-    expect_fail(add("LSTM", bad, outs), BAD_DATA, "input 21 (cell clip)", ">= 0")
-    bad = list(ins)
-    bad[2] = none()
-    expect_fail(add("LSTM", bad, outs), BAD_DATA, "input 2", "omitted")
+    expect_fail(add("LSTM", with_input(ins, 20, T.i32(2)), outs), BAD_DATA, "input 20 (activation)", "got 2")
+    expect_fail(add("LSTM", with_input(ins, 21, T.f32s(-1.0)), outs), BAD_DATA, "input 21 (cell clip)", ">= 0")
+    expect_fail(add("LSTM", with_input(ins, 2, none()), outs), BAD_DATA, "input 2", "omitted")
     expect_fail(add("LSTM", ins[:22], outs), BAD_DATA, "23 or 27 inputs")
-    bad = list(ins)
-    bad[5] = none()                                    # recurrent-to-input without input-to-input
-    expect_fail(run_op("LSTM", bad, outs), OP_FAILED, "CIFG")
+    # recurrent-to-input without input-to-input
+    expect_fail(run_op("LSTM", with_input(ins, 5, none()), outs), OP_FAILED, "CIFG")

@@ -5,27 +5,16 @@ References are plain numpy loops written from the documented formulas.  The conf
 vectors cover the standard shapes; these tests cover the corners: batch 1 vs n, time-major
 vs batch-major, zero initial state, omitted optional inputs (bias, aux inputs, weights),
 state outputs, chaining steps through the state, and validation reasons."""
-import os
-import sys
-
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import nnhelp  # noqa: E402
-from nnhelp import T, Opd, lib, run_op, expect_fail  # noqa: E402
+import nnhelp
+from nnhelp import BAD_DATA, T, Opd, expect_fail, run_op, with_input
+from nnhelp import expect_ok as ok
 
-pytestmark = pytest.mark.skipif(lib is None, reason="library not built")
-
-BAD_DATA = 4
+pytestmark = nnhelp.needs_library
 f32 = np.float32
 rng = np.random.default_rng(11)
-
-
-def ok(res):
-    code, out = res
-    assert code == 0, out
-    return out
 
 
 def act(v, fuse):
@@ -73,15 +62,10 @@ def test_rnn_validation():
     outs = [T.f32([2, 5]), T.f32([2, 5])]
     add = nnhelp.add_op_code
     assert add("RNN", ins, outs) == (0, "")
-    bad = list(ins)
-    bad[5] = T.i32(7)
-    expect_fail(add("RNN", bad, outs), BAD_DATA, "input 5 (fused activation)", "got 7")
-    bad = list(ins)
-    bad[3] = T.f16([5])
-    expect_fail(add("RNN", bad, outs), BAD_DATA, "input 3 (bias)", "TENSOR_FLOAT32")
-    bad = list(ins)
-    bad[1] = T.f32([5, 3], np.zeros((5, 3), f32), True)
-    expect_fail(run_op("RNN", bad, outs), BAD_DATA, "input 1 (weights) dimension 1")
+    expect_fail(add("RNN", with_input(ins, 5, T.i32(7)), outs), BAD_DATA, "input 5 (fused activation)", "got 7")
+    expect_fail(add("RNN", with_input(ins, 3, T.f16([5])), outs), BAD_DATA, "input 3 (bias)", "TENSOR_FLOAT32")
+    expect_fail(run_op("RNN", with_input(ins, 1, T.f32([5, 3], np.zeros((5, 3), f32), True)), outs), BAD_DATA,
+                "input 1 (weights) dimension 1")
 
 
 # ---- UNIDIRECTIONAL_SEQUENCE_RNN ---------------------------------------------------------------------
@@ -173,13 +157,12 @@ def test_bidirectional_rnn_validation():
     ins, outs, _ = bidi_case("cross", False, states=False)
     add = nnhelp.add_op_code
     assert add("BIDIRECTIONAL_SEQUENCE_RNN", ins, outs) == (0, "")
-    bad = list(ins)
-    bad[11] = Opd(3, [], None, const=True)                   # one aux weight only
-    expect_fail(add("BIDIRECTIONAL_SEQUENCE_RNN", bad, outs), BAD_DATA, "inputs 9-11", "cross linking")
+    omitted = Opd(3, [], None, const=True)
+    expect_fail(add("BIDIRECTIONAL_SEQUENCE_RNN", with_input(ins, 11, omitted), outs), BAD_DATA,   # one aux weight only
+                "inputs 9-11", "cross linking")
     expect_fail(add("BIDIRECTIONAL_SEQUENCE_RNN", ins, outs[:1]), BAD_DATA, "expected 2 or 4 outputs")
-    bad = list(ins)
-    bad[3] = Opd(3, [], None, const=True)
-    expect_fail(add("BIDIRECTIONAL_SEQUENCE_RNN", bad, outs), BAD_DATA, "input 3 (forward bias)", "omitted")
+    expect_fail(add("BIDIRECTIONAL_SEQUENCE_RNN", with_input(ins, 3, omitted), outs), BAD_DATA,
+                "input 3 (forward bias)", "omitted")
 
 
 # ---- SVDF -------------------------------------------------------------------------------------------
@@ -225,9 +208,7 @@ def test_svdf_validation():
            T.f32([2, 20]), T.i32(3), T.i32(0)]
     outs = [T.f32([2, 20]), T.f32([2, 4])]
     expect_fail(run_op("SVDF", ins, outs), BAD_DATA, "multiple of input 5 (rank)")
-    bad = list(ins)
-    bad[5] = T.i32(0)
-    expect_fail(nnhelp.add_op_code("SVDF", bad, outs), BAD_DATA, "input 5 (rank)", "> 0")
+    expect_fail(nnhelp.add_op_code("SVDF", with_input(ins, 5, T.i32(0)), outs), BAD_DATA, "input 5 (rank)", "> 0")
 
 
 # ---- LSH_PROJECTION ---------------------------------------------------------------------------------
@@ -270,12 +251,10 @@ def test_lsh_float_and_quant_inputs_and_validation():
     ins = [T.f32([4, 2], np.zeros((4, 2), f32), True), T.q8([3, 4], xq, 0.5, 0), Opd(3, [], None, const=True),
            T.i32(2)]
     assert ok(run_op("LSH_PROJECTION", ins, [T.i32t([8])]))[0].shape == (8,)
-    bad = list(ins)
-    bad[3] = T.i32(4)
-    expect_fail(nnhelp.add_op_code("LSH_PROJECTION", bad, [T.i32t([8])]), BAD_DATA, "input 3 (projection type)")
-    bad = list(ins)
-    bad[0] = T.f32([2, 40], np.zeros((2, 40), f32), True)
-    expect_fail(nnhelp.add_op_code("LSH_PROJECTION", bad, [T.i32t([2])]), BAD_DATA, "at most 32")
+    expect_fail(nnhelp.add_op_code("LSH_PROJECTION", with_input(ins, 3, T.i32(4)), [T.i32t([8])]), BAD_DATA,
+                "input 3 (projection type)")
+    wide = T.f32([2, 40], np.zeros((2, 40), f32), True)
+    expect_fail(nnhelp.add_op_code("LSH_PROJECTION", with_input(ins, 0, wide), [T.i32t([2])]), BAD_DATA, "at most 32")
 
 
 # ---- RANDOM_MULTINOMIAL ----------------------------------------------------------------------------

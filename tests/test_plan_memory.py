@@ -2,13 +2,12 @@
 Plan._share_temps): fewer buffers than temporaries, never an operation whose output shares
 memory with one of its inputs or with a temporary still to be read, the same numbers as
 numpy, and concurrent executions of one compilation still never share a temporary."""
-import threading
-
 import pytest
 
 import numpy as np
 
 import nnapi_py as nn
+import nnhelp
 from nnapi_py import plan as P
 
 RNG = np.random.default_rng(5)
@@ -129,11 +128,7 @@ def test_concurrent_executions_do_not_share(monkeypatch):
             y = c.run({"x": xs[k]})["y"]
             if not np.allclose(y, want[k], rtol=1e-5, atol=1e-6):
                 errors.append(k)
-    ts = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
+    nnhelp.in_threads(worker, 4)
     assert not errors
 
 

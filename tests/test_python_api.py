@@ -11,14 +11,10 @@ import numpy as np
 import pytest
 
 import nnapi_py as nn
+import nnhelp
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-try:
-    nn.feature_level()
-    HAVE_LIB = True
-except Exception:      # library not built
-    HAVE_LIB = False
-pytestmark = pytest.mark.skipif(not HAVE_LIB, reason="library not built (make lib)")
+pytestmark = nnhelp.needs_library
 
 
 def add_model(t=nn.float32, shape=(1, 4)):

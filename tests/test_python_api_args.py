@@ -10,13 +10,9 @@ import numpy as np
 import pytest
 
 import nnapi_py as nn
+import nnhelp
 
-try:
-    nn.feature_level()
-    HAVE_LIB = True
-except Exception:      # library not built
-    HAVE_LIB = False
-pytestmark = pytest.mark.skipif(not HAVE_LIB, reason="library not built (make lib)")
+pytestmark = nnhelp.needs_library
 
 
 def add23(shape=(2, 3), out_shape=None):

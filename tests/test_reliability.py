@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from nnhelp import ffi, lib, last_error  # noqa: E402
+import nnhelp  # noqa: E402
+from nnhelp import BAD_DATA, T, build_model, ffi, last_error, lib, new_model  # noqa: E402
 
-pytestmark = pytest.mark.skipif(lib is None, reason="library not built")
-BAD_DATA = 4
+pytestmark = nnhelp.needs_library
 
 
 @pytest.fixture
@@ -28,24 +28,12 @@ def prot_none_memory():
 
 def _add_model():
     """ADD of two [4] float32 inputs; returns (model, compilation)."""
-    m = ffi.new("ANeuralNetworksModel**")
-    assert lib.ANeuralNetworksModel_create(m) == 0
-    dims = ffi.new("uint32_t[]", [4])
-    t = ffi.new("ANeuralNetworksOperandType*", {"type": 3, "dimensionCount": 1, "dimensions": dims})
-    s = ffi.new("ANeuralNetworksOperandType*", {"type": 1})
-    for op in (t, t, s, t):
-        assert lib.ANeuralNetworksModel_addOperand(m[0], op) == 0
-    zero = ffi.new("int32_t*", 0)
-    assert lib.ANeuralNetworksModel_setOperandValue(m[0], 2, zero, 4) == 0
-    assert lib.ANeuralNetworksModel_addOperation(m[0], 0, 3, ffi.new("uint32_t[]", [0, 1, 2]), 1,
-                                                 ffi.new("uint32_t[]", [3])) == 0
-    assert lib.ANeuralNetworksModel_identifyInputsAndOutputs(m[0], 2, ffi.new("uint32_t[]", [0, 1]), 1,
-                                                             ffi.new("uint32_t[]", [3])) == 0
-    assert lib.ANeuralNetworksModel_finish(m[0]) == 0
+    m, _, ins = build_model("ADD", [T.f32([4]), T.f32([4]), T.i32(0)], [T.f32([4])])
+    assert ins == [0, 1]
     c = ffi.new("ANeuralNetworksCompilation**")
-    assert lib.ANeuralNetworksCompilation_create(m[0], c) == 0
+    assert lib.ANeuralNetworksCompilation_create(m, c) == 0
     assert lib.ANeuralNetworksCompilation_finish(c[0]) == 0
-    return m[0], c[0]
+    return m, c[0]
 
 
 def test_prot_none_memory_as_input_is_rejected(prot_none_memory):
@@ -62,14 +50,10 @@ def test_prot_none_memory_as_input_is_rejected(prot_none_memory):
 
 def test_prot_none_memory_as_constant_and_copy_source_is_rejected(prot_none_memory):
     mem, fd = prot_none_memory
-    m = ffi.new("ANeuralNetworksModel**")
-    assert lib.ANeuralNetworksModel_create(m) == 0
-    dims = ffi.new("uint32_t[]", [4])
-    t = ffi.new("ANeuralNetworksOperandType*", {"type": 3, "dimensionCount": 1, "dimensions": dims})
-    assert lib.ANeuralNetworksModel_addOperand(m[0], t) == 0
-    assert lib.ANeuralNetworksModel_setOperandValueFromMemory(m[0], 0, mem, 0, 16) == BAD_DATA
+    m, _ = new_model([T.f32([4])])
+    assert lib.ANeuralNetworksModel_setOperandValueFromMemory(m, 0, mem, 0, 16) == BAD_DATA
     assert "not readable" in last_error()
-    lib.ANeuralNetworksModel_free(m[0])
+    lib.ANeuralNetworksModel_free(m)
     rw = ffi.new("ANeuralNetworksMemory**")
     assert lib.ANeuralNetworksMemory_createFromFd(4096, 3, fd, 0, rw) == 0
     assert lib.ANeuralNetworksMemory_copy(mem, rw[0]) == BAD_DATA

@@ -22,9 +22,10 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from nnhelp import ffi, lib, last_error, run_op, T, Opd, op_code  # noqa: E402
+import nnhelp  # noqa: E402
+from nnhelp import ffi, lib, last_error, new_model, run_op, T, Opd, op_code  # noqa: E402
 
-pytestmark = pytest.mark.skipif(lib is None, reason="library not built")
+pytestmark = nnhelp.needs_library
 OUT_OF_MEMORY, BAD_DATA, OP_FAILED, UNEXPECTED_NULL = 1, 4, 5, 3
 RAW = re.compile(r"internal error|Traceback|\b[A-Za-z]+(Error|Exception)\b: |array is too big")
 B = 1 << 28
@@ -78,25 +79,19 @@ class Shared:
 
 def _add_with_memory_constant(sh, free_after_constant=False):
     """ADD(a, b) with b a model constant in sh's memory; returns (model, compilation)."""
-    m = ffi.new("ANeuralNetworksModel**")
-    assert lib.ANeuralNetworksModel_create(m) == 0
-    dims = ffi.new("uint32_t[]", [4])
-    t = ffi.new("ANeuralNetworksOperandType*", {"type": 3, "dimensionCount": 1, "dimensions": dims})
-    s = ffi.new("ANeuralNetworksOperandType*", {"type": 1})
-    for op in (t, t, s, t):
-        assert lib.ANeuralNetworksModel_addOperand(m[0], op) == 0
-    assert lib.ANeuralNetworksModel_setOperandValueFromMemory(m[0], 1, sh.mem, 64, 16) == 0
+    m, _ = new_model([T.f32([4]), T.f32([4]), T.i32(0), T.f32([4])])
+    assert lib.ANeuralNetworksModel_setOperandValueFromMemory(m, 1, sh.mem, 64, 16) == 0
     if free_after_constant:
         sh.free()
-    assert lib.ANeuralNetworksModel_setOperandValue(m[0], 2, ffi.new("int32_t*", 0), 4) == 0
+    assert lib.ANeuralNetworksModel_setOperandValue(m, 2, ffi.new("int32_t*", 0), 4) == 0
     ins = ffi.new("uint32_t[]", [0, 1, 2])
-    assert lib.ANeuralNetworksModel_addOperation(m[0], 0, 3, ins, 1, ffi.new("uint32_t[]", [3])) == 0
-    assert lib.ANeuralNetworksModel_identifyInputsAndOutputs(m[0], 1, ins, 1, ffi.new("uint32_t[]", [3])) == 0
-    assert lib.ANeuralNetworksModel_finish(m[0]) == 0, last_error()
+    assert lib.ANeuralNetworksModel_addOperation(m, 0, 3, ins, 1, ffi.new("uint32_t[]", [3])) == 0
+    assert lib.ANeuralNetworksModel_identifyInputsAndOutputs(m, 1, ins, 1, ffi.new("uint32_t[]", [3])) == 0
+    assert lib.ANeuralNetworksModel_finish(m) == 0, last_error()
     c = ffi.new("ANeuralNetworksCompilation**")
-    assert lib.ANeuralNetworksCompilation_create(m[0], c) == 0
+    assert lib.ANeuralNetworksCompilation_create(m, c) == 0
     assert lib.ANeuralNetworksCompilation_finish(c[0]) == 0, last_error()
-    return m[0], c[0]
+    return m, c[0]
 
 
 def _memory_execution(sh, c, reusable=False):
@@ -164,13 +159,10 @@ def test_memory_freed_under_its_users_stays_valid(when):
 def test_freed_memory_handle_is_rejected_as_an_argument():
     sh = Shared()
     sh.free()
-    m = ffi.new("ANeuralNetworksModel**")
-    assert lib.ANeuralNetworksModel_create(m) == 0
-    t = ffi.new("ANeuralNetworksOperandType*", {"type": 3, "dimensionCount": 1, "dimensions": ffi.new("uint32_t[]", [4])})
-    assert lib.ANeuralNetworksModel_addOperand(m[0], t) == 0
-    assert lib.ANeuralNetworksModel_setOperandValueFromMemory(m[0], 0, sh.mem, 0, 16) == BAD_DATA
+    m, _ = new_model([T.f32([4])])
+    assert lib.ANeuralNetworksModel_setOperandValueFromMemory(m, 0, sh.mem, 0, 16) == BAD_DATA
     assert "not a live handle" in last_error()
-    lib.ANeuralNetworksModel_free(m[0])
+    lib.ANeuralNetworksModel_free(m)
     sh.close()
 
 
@@ -308,13 +300,9 @@ def huge():
 
 @pytest.fixture
 def model():
-    m = ffi.new("ANeuralNetworksModel**")
-    assert lib.ANeuralNetworksModel_create(m) == 0
-    t = ffi.new("ANeuralNetworksOperandType*", {"type": 3, "dimensionCount": 1, "dimensions": ffi.new("uint32_t[]", [4])})
-    for _ in range(3):
-        assert lib.ANeuralNetworksModel_addOperand(m[0], t) == 0
-    yield m[0]
-    lib.ANeuralNetworksModel_free(m[0])
+    m, _ = new_model([T.f32([4])] * 3)
+    yield m
+    lib.ANeuralNetworksModel_free(m)
 
 
 @pytest.mark.parametrize("op", ["ADD", "CONCATENATION", "IF", "SPLIT", "BIDIRECTIONAL_SEQUENCE_LSTM"])
@@ -404,15 +392,12 @@ def test_millions_of_devices_or_dependencies_return_at_once(model, huge):
 
 def test_millions_of_channel_scales_return_at_once(huge):
     zeros, _ = huge
-    m = ffi.new("ANeuralNetworksModel**")
-    assert lib.ANeuralNetworksModel_create(m) == 0
-    t = ffi.new("ANeuralNetworksOperandType*", {"type": 11, "dimensionCount": 1, "dimensions": ffi.new("uint32_t[]", [4])})
-    assert lib.ANeuralNetworksModel_addOperand(m[0], t) == 0
+    m, _ = new_model([Opd("TENSOR_QUANT8_SYMM_PER_CHANNEL", [4])])
     cq = ffi.new("ANeuralNetworksSymmPerChannelQuantParams*", {"channelDim": 0, "scaleCount": N,
                                                                "scales": ffi.cast("float *", zeros)})
-    assert timed(lib.ANeuralNetworksModel_setOperandSymmPerChannelQuantParams, m[0], 0, cq) == BAD_DATA
+    assert timed(lib.ANeuralNetworksModel_setOperandSymmPerChannelQuantParams, m, 0, cq) == BAD_DATA
     assert "scaleCount" in last_error()
-    lib.ANeuralNetworksModel_free(m[0])
+    lib.ANeuralNetworksModel_free(m)
 
 
 @pytest.mark.parametrize("op", ["RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR"])

@@ -41,10 +41,7 @@ def failed(p, code, *needles):
 
 
 def add_model(tmp_path):
-    return tflite_writer.write(str(tmp_path / "add.tflite"),
-                               [("a", f32, (1, 8, 8, 3), None), ("b", f32, (1, 8, 8, 3), None),
-                                ("y", f32, (1, 8, 8, 3), None)],
-                               [("ADD", [0, 1], [2], None)], [0, 1], [2])
+    return tflite_writer.binary(str(tmp_path / "add.tflite"), "ADD", (1, 8, 8, 3))
 
 
 def test_missing_file_and_not_a_tflite(tmp_path):

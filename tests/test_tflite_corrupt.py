@@ -187,46 +187,35 @@ def _reference_path(path, m):
     on LiteRT's hybrid kernels (a damaged scale NNAPI refuses; the bodies of a control-flow operator
     on the CPU) as they are; None when there is nothing to dequantize or LiteRT's object API refuses
     the file."""
-    import flatbuffers
-    from ai_edge_litert import schema_py_generated as S
+    import tflite_writer
+    from nnapi_py.tflite import compare
     cpu = {d.index for d in m.decisions if d.kind == "cpu"}
     bodies_on_cpu = any(m.graph.nodes[k].name in ("IF", "WHILE", "CALL_ONCE") for k in cpu)
     try:
-        model = S.ModelT.InitFromPackedBuf(bytearray(open(path, "rb").read()), 0)
+        model = tflite_writer.read_object(path)
     except Exception:                           # noqa: BLE001
         return None
+    out = path + ".float.tflite"
+    if compare.float_weights(path, out) is None:            # the rule on every operator
+        return None
+    if not cpu:
+        return out
+    # operators on LiteRT keep their hybrid weights: the rule's float tensors only where an NNAPI operator reads them
+    floats = tflite_writer.read_object(out)
     changed = False
-    for s, g in enumerate(model.subgraphs):
+    for s, (g, fg) in enumerate(zip(model.subgraphs, floats.subgraphs)):
         for k, op in enumerate(g.operators or []):
             if (s == 0 and k in cpu) or (s > 0 and bodies_on_cpu):
                 continue
-            ins = list(op.inputs if op.inputs is not None else [])
-            if not ins or ins[0] < 0 or g.tensors[ins[0]].type != S.TensorType.FLOAT32:
-                continue
-            for i in ins[1:]:
-                t = g.tensors[i] if i >= 0 else None
-                b = model.buffers[t.buffer] if t is not None else None
-                if t is None or t.type not in (S.TensorType.INT8, S.TensorType.UINT8) or b is None or \
-                        b.data is None or not len(b.data) or t.quantization is None or t.quantization.scale is None:
-                    continue
-                q = np.frombuffer(bytes(bytearray(b.data)), np.int8 if t.type == S.TensorType.INT8 else np.uint8)
-                q = q.reshape(tuple(t.shape)).astype(np.float32)
-                scale = np.asarray(t.quantization.scale, np.float32)
-                zp = np.asarray(t.quantization.zeroPoint if t.quantization.zeroPoint is not None else [0], np.float32)
-                if scale.size > 1:
-                    shape = [1] * q.ndim
-                    shape[t.quantization.quantizedDimension] = -1
-                    scale, zp = scale.reshape(shape), zp.reshape(shape) if zp.size > 1 else zp
-                b.data = np.frombuffer(((q - zp) * scale).astype(np.float32).tobytes(), np.uint8)
-                t.type, t.quantization = S.TensorType.FLOAT32, None
-                changed = True
+            for i in list(op.inputs if op.inputs is not None else [])[1:]:
+                if i >= 0 and fg.tensors[i].type != g.tensors[i].type:      # dequantized by the rule
+                    g.tensors[i] = fg.tensors[i]
+                    model.buffers[fg.tensors[i].buffer] = floats.buffers[fg.tensors[i].buffer]
+                    changed = True
     if not changed:
+        os.unlink(out)
         return None
-    builder = flatbuffers.Builder(1024)
-    builder.Finish(model.Pack(builder), b"TFL3")
-    with open(path + ".float.tflite", "wb") as f:
-        f.write(builder.Output())
-    return path + ".float.tflite"
+    return tflite_writer.write_object(model, out)
 
 
 def outcome(path, seed, reference=None):

@@ -72,11 +72,14 @@ def test_logical_not(tmp_path):
     compare(tmp_path, *unary_model("LOGICAL_NOT", dtype=b8), [rng.random((2, 3, 4)) > 0.5], "LOGICAL_NOT")
 
 
-def test_select(tmp_path):
-    compare(tmp_path, [("c", b8, (2, 3), None), ("a", f32, (2, 3), None), ("b", f32, (2, 3), None),
+@pytest.mark.parametrize("op, cond, expect", [("SELECT", (2, 3), "SELECT"),
+                                               ("SELECT_V2", (1, 3), "LOGICAL_OR")],   # a bool condition broadcast
+                         ids=["select", "select_v2_broadcasts_a_bool_condition"])
+def test_select(tmp_path, op, cond, expect):
+    compare(tmp_path, [("c", b8, cond, None), ("a", f32, (2, 3), None), ("b", f32, (2, 3), None),
                        ("y", f32, (2, 3), None)],
-            [("SELECT", [0, 1, 2], [3], None)], [0, 1, 2], [3],
-            [rng.random((2, 3)) > 0.5, rnd(2, 3), rnd(2, 3)], "SELECT")
+            [(op, [0, 1, 2], [3], None)], [0, 1, 2], [3],
+            [rng.random(cond) > 0.5, rnd(2, 3), rnd(2, 3)], expect)
 
 
 def test_squared_difference_int32(tmp_path):
@@ -436,13 +439,6 @@ def test_reverse_below_level_7_gathers(tmp_path):
 
 def test_square(tmp_path):
     compare(tmp_path, *unary_model("SQUARE"), [rnd(2, 3, 4)], "MUL")
-
-
-def test_select_v2_broadcasts_a_bool_condition(tmp_path):
-    compare(tmp_path, [("c", b8, (1, 3), None), ("a", f32, (2, 3), None), ("b", f32, (2, 3), None),
-                       ("y", f32, (2, 3), None)],
-            [("SELECT_V2", [0, 1, 2], [3], None)], [0, 1, 2], [3],
-            [rng.random((1, 3)) > 0.5, rnd(2, 3), rnd(2, 3)], "LOGICAL_OR")
 
 
 def test_gather_with_a_scalar_position(tmp_path):

@@ -10,25 +10,16 @@ import pytest
 from flatbuffers import flexbuffers
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-litert = pytest.importorskip("ai_edge_litert.interpreter", reason="LiteRT (ai-edge-litert) is not installed")
+pytest.importorskip("ai_edge_litert.interpreter", reason="LiteRT (ai-edge-litert) is not installed")
 pytest.importorskip("tflite", reason="the tflite parser package is not installed")
 import tflite_writer  # noqa: E402
+from tflite_ref import interpreter, reference as whole_model  # noqa: E402  (LiteRT's reference kernels)
 import nnapi_py.tflite as T  # noqa: E402
 from nnapi_py.tflite import cpu, partition  # noqa: E402
 
 tflite_writer._TYPES.setdefault(np.dtype(np.complex64), 8)
 f32, i32, c64 = np.float32, np.int32, np.complex64
 rng = np.random.default_rng(11)
-
-
-def whole_model(path, feeds):
-    """LiteRT's reference kernels on the whole model."""
-    it = litert.Interpreter(model_path=path, experimental_op_resolver_type=litert.OpResolverType.BUILTIN_REF)
-    it.allocate_tensors()
-    for d, x in zip(it.get_input_details(), feeds):
-        it.set_tensor(d["index"], x)
-    it.invoke()
-    return [it.get_tensor(d["index"]) for d in it.get_output_details()]
 
 
 def fft_model(tmp_path):
@@ -214,8 +205,7 @@ def test_a_recurrent_state_next_to_a_cpu_partition(tmp_path):
          ("CUMSUM", [5, 6], [8], None)], [0], [8])
     m = T.load(path)
     assert [p.nnapi for p in m.partitions] == [False, True, False]
-    ref = litert.Interpreter(model_path=path, experimental_op_resolver_type=litert.OpResolverType.BUILTIN_REF)
-    ref.allocate_tensors()
+    ref = interpreter(path)
     for _ in range(3):
         x = rng.normal(size=(b, n_in)).astype(f32)
         ref.set_tensor(ref.get_input_details()[0]["index"], x)
@@ -234,8 +224,7 @@ def test_a_streaming_int8_model_below_android_11_runs_on_litert_with_its_variabl
     m = T.load(path, feature_level=3)
     assert [(p.nnapi, len(p.nodes)) for p in m.partitions] == [(False, 61)]
     assert m._stitch.steps[0].stateful
-    ref = litert.Interpreter(model_path=path, experimental_op_resolver_type=litert.OpResolverType.BUILTIN_REF)
-    ref.allocate_tensors()
+    ref = interpreter(path)
     d = ref.get_input_details()[0]
     xs = [rng.integers(-128, 128, d["shape"]).astype(np.int8) for _ in range(12)]
     outs = []

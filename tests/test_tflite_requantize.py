@@ -16,29 +16,17 @@ within 1e-3 of max(1, max |ref|)):
 And the other side: an operator whose NNAPI operation requires the output's scale / zero point to
 be the input's (Android fails it at execution) stays on the CPU, and the report does not call it
 delegated."""
-import os
-import sys
-
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-litert = pytest.importorskip("ai_edge_litert.interpreter", reason="LiteRT (ai-edge-litert) is not installed")
+pytest.importorskip("ai_edge_litert.interpreter", reason="LiteRT (ai-edge-litert) is not installed")
 pytest.importorskip("tflite", reason="the tflite parser package is not installed")
-import tflite_writer  # noqa: E402
 import nnapi_py.tflite as T  # noqa: E402
+import tflite_writer  # noqa: E402
+from tflite_ref import reference  # noqa: E402
 
 i8, u8, i32, f32 = np.int8, np.uint8, np.int32, np.float32
 rng = np.random.default_rng(40)
-
-
-def reference(path, feeds):
-    it = litert.Interpreter(model_path=path, experimental_op_resolver_type=litert.OpResolverType.BUILTIN_REF)
-    it.allocate_tensors()
-    for d, x in zip(it.get_input_details(), feeds):
-        it.set_tensor(d["index"], x)
-    it.invoke()
-    return [it.get_tensor(d["index"]) for d in it.get_output_details()]
 
 
 def feed(t):

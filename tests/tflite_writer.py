@@ -155,12 +155,11 @@ def with_subgraphs(path, main, *subgraphs):
     the schema's object API (LiteRT's generated ModelT): operator codes and buffers shared."""
     import tempfile
 
-    from ai_edge_litert import schema_py_generated as S
     parts = []
     with tempfile.TemporaryDirectory() as d:
         for k, g in enumerate((main, *subgraphs)):
             p = write(f"{d}/g{k}.tflite", g["tensors"], g["ops"], g["inputs"], g["outputs"])
-            parts.append((S.ModelT.InitFromPackedBuf(bytearray(open(p, "rb").read()), 0), g.get("name", f"g{k}")))
+            parts.append((read_object(p), g.get("name", f"g{k}")))
     model = parts[0][0]
     model.subgraphs[0].name = parts[0][1]
     codes = [(c.builtinCode, c.customCode, c.version) for c in model.operatorCodes]
@@ -179,8 +178,25 @@ def with_subgraphs(path, main, *subgraphs):
                 model.operatorCodes.append(c)
             op.opcodeIndex = codes.index(key)
         model.subgraphs.append(g)
+    return write_object(model, path)
+
+
+def read_object(path):
+    """The model at `path` in the schema's object API (LiteRT's generated ModelT)."""
+    from ai_edge_litert import schema_py_generated as S
+    return S.ModelT.InitFromPackedBuf(bytearray(open(path, "rb").read()), 0)
+
+
+def write_object(model, path):
+    """Write a ModelT (the schema's object API) to `path` as a .tflite file; returns path."""
     b = flatbuffers.Builder(1024)
     b.Finish(model.Pack(b), b"TFL3")
     with open(path, "wb") as f:
         f.write(b.Output())
     return path
+
+
+def binary(path, op="ADD", shape=(1, 8, 8, 3), dtype=np.float32):
+    """A model of one two-input operator without options: y = op(a, b), all three of `shape`."""
+    tensors = [(name, dtype, tuple(shape), None) for name in "aby"]
+    return write(path, tensors, [(op, [0, 1], [2], None)], [0, 1], [2])
