@@ -16,17 +16,15 @@ TYPE_ALIASES = {"SUBGRAPH": "MODEL"}
 
 
 def default_lib_path(feature_level=None) -> str:
-    """NNAPI_PY_LIB, else the package's library (nnapi_py.library_path(): inside the installed package, else
-    build/lib/libneuralnetworks.so); feature_level=N: that level's library (feature-level-N/), NNAPI_PY_LIB
-    aside.  A library not built yet: its build-tree path (for the caller's "not found" message)."""
-    import nnapi_py
+    """NNAPI_PY_LIB, else the package's library where nnapi_py.library_path() looks (inside the installed
+    package, else build/lib/libneuralnetworks.so); feature_level=N (1..8): that level's library
+    (feature-level-N/), NNAPI_PY_LIB aside.  Not built yet: the build tree's path (for the caller's
+    "not found" message)."""
     if feature_level is None and os.environ.get("NNAPI_PY_LIB"):
         return os.environ["NNAPI_PY_LIB"]
-    try:
-        return nnapi_py.library_path(feature_level)
-    except FileNotFoundError:
-        sub = () if feature_level is None else (f"feature-level-{int(feature_level)}",)
-        return os.path.join(REPO_ROOT, "build", "lib", *sub, "libneuralnetworks.so")
+    sub = () if feature_level is None else (f"feature-level-{int(feature_level)}",)
+    package = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), *sub, "libneuralnetworks.so")
+    return package if os.path.exists(package) else os.path.join(REPO_ROOT, "build", "lib", *sub, "libneuralnetworks.so")
 
 
 class Library:
