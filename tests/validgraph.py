@@ -2179,25 +2179,48 @@ def _heatmap(g, rng, x):
 RECIPES.update({"HEATMAP_MAX_KEYPOINT": _heatmap})
 
 
-def _iou64(a, b):
-    iw = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
-    ih = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+def _iou_matrix(boxes):
+    """IoU of every two rows of boxes (k, 4) [x1, y1, x2, y2] in float64 (intersection over
+    union, 0 for an empty union); symmetric in the two axes, so [y1, x1, y2, x2] boxes are
+    measured alike."""
+    b = np.asarray(boxes, np.float64).reshape(-1, 4)
+    iw = np.maximum(0.0, np.minimum(b[:, None, 2], b[None, :, 2]) - np.maximum(b[:, None, 0], b[None, :, 0]))
+    ih = np.maximum(0.0, np.minimum(b[:, None, 3], b[None, :, 3]) - np.maximum(b[:, None, 1], b[None, :, 1]))
     inter = iw * ih
-    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
-    return inter / union if union > 0 else 0.0
+    area = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
+    union = area[:, None] + area[None, :] - inter
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(union > 0, inter / np.where(union > 0, union, 1.0), 0.0)
 
 
-def _greedy_nms(order, boxes, iou_th, limit):
-    """Hard NMS over the rows `order` (in descending score): a row is kept when its IoU with
-    every row kept before is below iou_th; at most limit rows (limit < 0: no limit).  The IoU
-    formula is symmetric in the two axes, so [y1, x1, y2, x2] boxes are measured alike."""
+def _greedy_nms(order, iou, iou_th, limit, seen=None):
+    """Hard NMS over the rows `order` (in descending score), iou their IoU matrix: a row is
+    kept when its IoU with every row kept before is below iou_th; at most limit rows (limit < 0:
+    no limit).  seen: a list receiving every IoU the walk compares with iou_th (kept row, later
+    row), the values a threshold must stay clear of for the selection to be unambiguous."""
     kept = []
     for r in order:
         if 0 <= limit <= len(kept):
             break
-        if all(_iou64(boxes[r], boxes[k]) < iou_th for k in kept):
+        v = iou[r, kept]
+        if seen is not None:
+            seen.extend(v.tolist())
+        if not (v >= iou_th).any():
             kept.append(r)
     return kept
+
+
+def _clear_iou(rng, run, lo=0.1, hi=0.9, margin=0.01, step=1 / 64):
+    """An IoU threshold on a grid of step in [lo, hi] (exact in float16) at least margin from
+    every IoU the operation's NMS compares with it: run(th, seen) runs the reference with th,
+    filling seen; up to 40 random grid values are tried, else Skip."""
+    cand = np.arange(np.ceil(lo / step), np.floor(hi / step) + 1) * step
+    for th in rng.permutation(cand)[:40]:
+        seen = []
+        run(float(th), seen)
+        if not seen or np.abs(np.asarray(seen) - th).min() >= margin:
+            return float(th)
+    raise Skip("no IoU threshold clear of the compared IoUs")
 
 
 def _gap(rng, values, lo, hi, margin, step=1 / 64):
@@ -2211,10 +2234,6 @@ def _gap(rng, values, lo, hi, margin, step=1 / 64):
     if not cand.size:
         raise Skip("no threshold clear of the values")
     return float(cand[int(rng.integers(cand.size))])
-
-
-def _pair_ious(boxes, rows):
-    return [_iou64(boxes[i], boxes[j]) for k, i in enumerate(rows) for j in rows[k + 1:]]
 
 
 def _rows_check(g, name, tens, image_pos):
@@ -2247,7 +2266,7 @@ def _nms_ref(scores, boxes, bidx, th, max_det, iou_th):
         sel = []
         for c in range(1, ncls):
             cand = sorted((r for r in rows if scores[r, c] > th), key=lambda r: -scores[r, c])
-            kept = _greedy_nms(cand, boxes[:, 4 * c:4 * c + 4], iou_th, max_det)
+            kept = _greedy_nms(cand, _iou_matrix(boxes[:, 4 * c:4 * c + 4]), iou_th, max_det)
             sel += [(scores[r, c], boxes[r, 4 * c:4 * c + 4], c, b) for r in kept]
         sel.sort(key=lambda e: -e[0])
         out += sel[:max_det] if max_det >= 0 else sel
@@ -2334,7 +2353,7 @@ def _dp_decode(d, anchors, scales):
     return np.stack([cy - hh, cx - hw, cy + hh, cx + hw], axis=1)
 
 
-def _dp_ref(scores, deltas, anchors, p):
+def _dp_ref(scores, deltas, anchors, p, seen=None):
     """DETECTION_POSTPROCESSING (float64), written from the operation's documentation with
     Android's choices where it is silent: per image, the anchors decoded; regular NMS: per
     class c >= 1 the anchors scoring above the threshold, hard NMS (IoU >= iou_threshold
@@ -2351,18 +2370,19 @@ def _dp_ref(scores, deltas, anchors, p):
     lab = 0 if p["bg"] else 1
     for i in range(b):
         boxes = _dp_decode(deltas[i], anchors, p["scales"])
+        iou = _iou_matrix(boxes)
         s = scores[i]
         rows = []
         if p["regular"]:
             for c in range(1, nc):
                 order = sorted((a for a in range(na) if s[a, c] > p["th"]), key=lambda a: -s[a, c])
-                rows += [(s[a, c], a, c) for a in _greedy_nms(order, boxes, p["iou"], p["per_class"])]
+                rows += [(s[a, c], a, c) for a in _greedy_nms(order, iou, p["iou"], p["per_class"], seen)]
             rows.sort(key=lambda e: -e[0])
             rows = rows[:p["max_det"]]
         else:
             best = s[:, 1:].max(axis=1)
             order = sorted((a for a in range(na) if best[a] > p["th"]), key=lambda a: -best[a])
-            for a in _greedy_nms(order, boxes, p["iou"], p["max_det"]):
+            for a in _greedy_nms(order, iou, p["iou"], p["max_det"], seen):
                 cls = 1 + np.argsort(-s[a, 1:])[:min(nc - 1, p["max_cls"])]
                 rows += [(s[a, c], a, int(c)) for c in cls]
         for j, (v, a, c) in enumerate(rows):
@@ -2397,19 +2417,26 @@ def _dp_check(g, tens):
 
 def _detection_postprocessing(g, rng, x):
     """DETECTION_POSTPROCESSING (float32 / float16; float32 in quantized graphs), regular and
-    fast NMS, background in the label map or not, 4..6 values per box encoding.  Unambiguous
-    inputs: the scores of an image distinct multiples of 1/64 with the threshold half a step
-    between two; anchors in one to three clusters (so boxes overlap by any amount), in
-    normalized or pixel coordinates, and the IoU threshold a multiple of 1/64 at least 0.01
-    from every IoU of two decoded boxes of an image (no NMS decision at the boundary)."""
+    fast NMS, background in the label map or not, 4..6 values per box encoding; one draw in
+    six large (33..99 anchors and limits up to 100: the kernel's 32-candidate blocks and its
+    64-candidate small path crossed).  Unambiguous inputs: the scores of an image distinct
+    multiples of 1/64 (1/1024 when large) with the threshold half a step between two; anchors
+    in clusters (so boxes overlap by any amount), in normalized or pixel coordinates, and the
+    IoU threshold a multiple of 1/64 at least 0.01 from every IoU the NMS compares with it (no
+    decision at the boundary)."""
     t = x.type if x.type in (F32, F16) else F32
-    b, na, nc, enc = _small(rng, 3), int(rng.integers(1, 9)), int(rng.integers(2, 6)), int(rng.integers(4, 7))
-    sc = np.stack([rng.choice(np.arange(1, 64), na * nc, replace=False) for _ in range(b)]).reshape(b, na, nc) / 64
+    large = bool(rng.random() < 1 / 6)
+    b, enc = _small(rng, 3), int(rng.integers(4, 7))
+    if large:
+        na, nc, unit_s, ncl = int(rng.integers(33, 100)), int(rng.integers(2, 5)), 1 / 1024, int(rng.integers(3, 13))
+    else:
+        na, nc, unit_s, ncl = int(rng.integers(1, 9)), int(rng.integers(2, 6)), 1 / 64, int(rng.integers(1, 4))
+    top = int(round(1 / unit_s))
+    sc = np.stack([rng.choice(np.arange(1, top), na * nc, replace=False) for _ in range(b)]).reshape(b, na, nc) * unit_s
     unit = float(rng.choice([1.0, 1.0, 16.0]))          # normalized or pixel coordinates
-    ncl = int(rng.integers(1, 4))
-    centres = rng.uniform(0.2, 0.8, (ncl, 2))
+    centres = rng.uniform(0.1, 0.9, (ncl, 2))
     ctr = centres[rng.integers(0, ncl, na)] + rng.uniform(-0.1, 0.1, (na, 2))
-    anchors = np.concatenate([ctr, rng.uniform(0.1, 0.4, (na, 2))], axis=1) * unit
+    anchors = np.concatenate([ctr, rng.uniform(0.1, 0.4, (na, 2)) / (2 if large else 1)], axis=1) * unit
     scales = tuple(float(rng.choice([1.0, 2.0, 5.0, 10.0])) for _ in range(4))
     deltas = rng.uniform(-0.3, 0.3, (b, na, enc))
     deltas[..., 2:4] = rng.uniform(-0.5, 0.5, (b, na, 2))
@@ -2417,15 +2444,12 @@ def _detection_postprocessing(g, rng, x):
     s_in = g.new_input(t, (b, na, nc), values=sc)
     d_in = g.new_input(t, (b, na, enc), values=deltas, const=bool(rng.random() < 0.2))
     a_in = g.new_input(t, (na, 4), values=anchors, const=bool(rng.random() < 0.5))
-    ious = []
-    for i in range(b):
-        boxes = _dp_decode(d_in.real[i], a_in.real, scales)
-        ious += _pair_ious(boxes, list(range(na)))
-    p = {"scales": scales, "regular": bool(rng.random() < 0.5), "max_det": int(rng.integers(1, 6)),
-         "max_cls": int(rng.integers(1, 5)), "per_class": int(rng.integers(1, 5)),
-         "th": (int(rng.integers(0, 40)) + 0.5) / 64, "iou": _gap(rng, ious, 0.1, 0.9, 0.01),
-         "bg": bool(rng.random() < 0.5)}
+    limits = [1, 2, 3, 4, 5] + ([30, 100] if large else [])
+    p = {"scales": scales, "regular": bool(rng.random() < 0.5), "max_det": int(rng.choice(limits)),
+         "max_cls": int(rng.integers(1, 5)), "per_class": int(rng.choice(limits)),
+         "th": (int(rng.integers(0, int(top * 0.6))) + 0.5) * unit_s, "bg": bool(rng.random() < 0.5)}
     p["n_out"] = p["max_det"] * (1 if p["regular"] else p["max_cls"])
+    p["iou"] = _clear_iou(rng, lambda th, seen: _dp_ref(s_in.real, d_in.real, a_in.real, dict(p, iou=th), seen))
     ins = [s_in.idx, d_in.idx, a_in.idx] + [g.fscalar(t, v) for v in scales] + \
         [g.scalar("BOOL", p["regular"]), g.i32(p["max_det"]), g.i32(p["max_cls"]), g.i32(p["per_class"]),
          g.fscalar(t, p["th"]), g.fscalar(t, p["iou"]), g.scalar("BOOL", p["bg"])]
@@ -2451,14 +2475,15 @@ def _gp_boxes(deltas, anchors, info, hs, ws):
     return _bbox_ref(rois, deltas.reshape(-1, 4), np.zeros(rois.shape[0], np.int64), info[None])
 
 
-def _gp_ref(scores, deltas, anchors, info, p, stages=None):
+def _gp_ref(scores, deltas, anchors, info, p, stages=None, seen=None):
     """GENERATE_PROPOSALS (float64) from the documentation, with Android's choices where it is
     silent: per image the proposals of every position and anchor; the pre_nms_top_n best by
     score (all when <= 0 or not fewer); those wider and taller than min_size with their centre
     inside the image; hard NMS by descending score (IoU >= iou_threshold suppresses) keeping at
     most post_nms_top_n (no limit when negative; 0 is not drawn: the documentation says no
     limit, Android's loop selects nothing).  Rows grouped by image.  stages: a dict to receive
-    each image's boxes, pre-selected and filtered rows (the recipe's margins)."""
+    each image's boxes, pre-selected and filtered rows (the recipe's margins); seen: a list
+    receiving the IoUs the NMS compares (_greedy_nms)."""
     if p["nchw"]:
         scores, deltas = scores.transpose(0, 2, 3, 1), deltas.transpose(0, 2, 3, 1)
     out = []
@@ -2476,7 +2501,7 @@ def _gp_ref(scores, deltas, anchors, info, p, stages=None):
         if stages is not None:
             stages[k] = (boxes, pre, order)
             continue
-        kept = _greedy_nms(order, boxes, p["iou"], p["post"])
+        kept = _greedy_nms(order, _iou_matrix(boxes), p["iou"], p["post"], seen)
         out += [(s[i], boxes[i], k) for i in kept]
     n = len(out)
     return (np.array([e[0] for e in out]).reshape(n), np.array([e[1] for e in out]).reshape(n, 4),
@@ -2489,11 +2514,17 @@ def _generate_proposals(g, rng, x):
     output scores keep the input's quantization, boxes QUANT16_ASYMM (0.125, 0)).  Unambiguous
     inputs: an image's scores distinct (multiples of 1/64, or distinct codes); min_size a
     multiple of 1/64 at least 0.01 from the width and height of every pre-selected box, and
-    the IoU threshold one at least 0.01 from the IoU of any two boxes that reach the NMS."""
+    the IoU threshold one at least 0.01 from every IoU the NMS compares with it.  One draw in
+    six large (48..144 proposals per image, limits up to 100: the kernel's NMS beyond its
+    64-candidate small path)."""
     t = x.type
     q = t in QUANT
     nchw = bool(rng.random() < 0.4)
-    b, h, w, na = _small(rng, 2), int(rng.integers(1, 4)), int(rng.integers(1, 4)), int(rng.integers(1, 4))
+    large = bool(rng.random() < 1 / 6)
+    if large:
+        b, h, w, na = _small(rng, 2), int(rng.integers(4, 7)), int(rng.integers(4, 7)), int(rng.integers(3, 5))
+    else:
+        b, h, w, na = _small(rng, 2), int(rng.integers(1, 4)), int(rng.integers(1, 4)), int(rng.integers(1, 4))
     m = h * w * na
     hs, ws = float(rng.choice([0.5, 1.0, 2.0, 4.0])), float(rng.choice([0.5, 1.0, 2.0, 4.0]))
     size = rng.uniform(0.5, 3.0, (na, 2)) * [ws, hs]
@@ -2511,7 +2542,7 @@ def _generate_proposals(g, rng, x):
         codes = np.stack([rng.choice(np.arange(lo, hi + 1), m, replace=False) for _ in range(b)])
         sc, sq = (codes - zp) * scale, (scale, zp)
     else:
-        sc, sq = np.stack([rng.choice(np.arange(-96, 97), m, replace=False) for _ in range(b)]) / 64, None
+        sc, sq = np.stack([rng.choice(np.arange(-192, 193), m, replace=False) for _ in range(b)]) / 64, None
     sc = sc.reshape(b, h, w, na)
     s_in = g.new_input(t, from_nhwc(sc, nchw).shape, values=from_nhwc(sc, nchw), qp=sq)
     d_in = g.new_input(t, from_nhwc(d, nchw).shape, -0.6, 0.6, values=from_nhwc(d, nchw),
@@ -2520,17 +2551,16 @@ def _generate_proposals(g, rng, x):
                        const=bool(rng.random() < 0.5))
     i_in = g.new_input(Q16A if q else t, (b, 2), values=info, qp=(0.125, 0) if q else None,
                        const=bool(rng.random() < 0.5))
-    p = {"nchw": nchw, "hs": hs, "ws": ws, "pre": int(rng.choice([-1, 0, 0, 1, 2, 4, 8])),
-         "post": int(rng.choice([-1, -1, 1, 2, 3, 5]))}
+    more = [50, 100] if large else []
+    p = {"nchw": nchw, "hs": hs, "ws": ws, "pre": int(rng.choice([-1, 0, 0, 1, 2, 4, 8] + more)),
+         "post": int(rng.choice([-1, -1, 1, 2, 3, 5] + more))}
     stages = {}
     _gp_ref(s_in.real, d_in.real, a_in.real, i_in.real, p, stages)
     sizes = [v for boxes, pre, _ in stages.values() for i in pre for v in (boxes[i, 2] - boxes[i, 0],
                                                                          boxes[i, 3] - boxes[i, 1])]
     p["min_size"] = _gap(rng, sizes, 0.0, float(rng.choice([0.25, 1.0, 2.0])), 0.01)
-    stages = {}
-    _gp_ref(s_in.real, d_in.real, a_in.real, i_in.real, p, stages)
-    ious = [v for boxes, _, rows in stages.values() for v in _pair_ious(boxes, rows)]
-    p["iou"] = _gap(rng, ious, 0.1, 0.9, 0.01)
+    p["iou"] = _clear_iou(rng, lambda th, seen: _gp_ref(s_in.real, d_in.real, a_in.real, i_in.real, dict(p, iou=th),
+                                                       seen=seen))
     ins = [s_in.idx, d_in.idx, a_in.idx, i_in.idx, g.fscalar(t, hs), g.fscalar(t, ws), g.i32(p["pre"]),
            g.i32(p["post"]), g.fscalar(t, p["iou"]), g.fscalar(t, p["min_size"]), g.scalar("BOOL", nchw)]
     tens = []
