@@ -1,5 +1,5 @@
 """The one tolerance policy for nnapi_py's outputs on a .tflite model against LiteRT, used by
-`python -m nnapi_py run --compare` and by the real-model tests (tests/tflite_corpus.py ->
+`python -m nnapi_py run --compare` and by the real-model tests (nnapi_py/testing/corpus.py ->
 tests/test_tflite.py).  Both sides run the same inputs; the reference is LiteRT's reference
 kernels (BUILTIN_REF: TFLite's reference_ops, the plain code Android's CPU driver follows).
 
