@@ -2853,7 +2853,8 @@ DEVICES = __DEVICES__          # NNAPI_PY_DEVICES the failure was seen with (set
 OPERANDS = __OPERANDS__        # (type code, dims, scale, zero point, lifetime, data, channel quant)
 OPERATIONS = __OPERATIONS__    # (operation code, inputs, outputs)
 INPUTS, OUTPUTS, RELAXED = __INPUTS__, __OUTPUTS__, __RELAXED__
-EXPECTED = __EXPECTED__        # operand -> reference values (reals; quantized outputs as real values)
+EXPECTED = __EXPECTED__        # operand -> reference values (reals; quantized outputs as real values;
+                               # detection rows in the reference's order, which the operation leaves open)
 FMT = {0: "f", 1: "i", 2: "I", 3: "f", 4: "i", 5: "B", 6: "B", 7: "h", 8: "e", 9: "B", 10: "e", 11: "b",
        12: "H", 13: "b", 14: "b"}
 
@@ -2945,6 +2946,11 @@ for k, i in enumerate(OUTPUTS):
 '''
 
 
+# operations checked by rows whose order inside an image is open: their references are printed by
+# a reproduction too (rows in the reference's order: image, then descending score)
+ROW_ORDER_OPEN = ("BOX_WITH_NMS_LIMIT", "GENERATE_PROPOSALS", "DETECTION_POSTPROCESSING")
+
+
 def repro(test, g, directory, devices_spec="", lib_path=None):
     """Write test as a standalone Python program (ctypes only) that builds and runs the model
     and prints the outputs beside the references; returns its path."""
@@ -2962,7 +2968,7 @@ def repro(test, g, directory, devices_spec="", lib_path=None):
     expected = {}
     for rec in g.ops:
         for ten in rec.out:
-            if ten.idx in sg["outputIndexes"] and rec.check is None:
+            if ten.idx in sg["outputIndexes"] and (rec.check is None or rec.name in ROW_ORDER_OPEN):
                 expected[str(ten.idx)] = [float(v) for v in np.asarray(ten.real, np.float64).reshape(-1)]
     text = REPRO
     for key, val in (("__NAME__", test["name"]), ("__LIB__", os.path.abspath(lib_path or cts_runner.default_lib_path())),
