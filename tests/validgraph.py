@@ -1033,8 +1033,10 @@ def _l2norm(g, rng, x):
         ins.append(g.i32(axis - r if rng.random() < 0.3 else axis))
 
     def ref(a):
-        n = np.sqrt((a * a).sum(axis=axis, keepdims=True))
-        return np.where(n > 0, a / np.where(n > 0, n, 1), 0.0)
+        # Android's reference (TFLite's L2Normalization) divides by max(norm, 1e-6): all zeros give
+        # zeros, and a row whose norm is below 1e-6 is scaled by 1e6, not normalized (seed 3681717:
+        # REDUCE_PROD of 72 values in [-1, 1] gave such a row; the first reference normalized it)
+        return a / np.maximum(np.sqrt((a * a).sum(axis=axis, keepdims=True)), 1e-6)
     q = {Q8: (1 / 128, 128), Q8S: (1 / 128, 0)}.get(x.type, "free")
     return g.op("L2_NORMALIZATION", ins, [x], ref, out_q=q, perop=True)
 
