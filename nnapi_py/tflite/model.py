@@ -21,6 +21,7 @@ from . import cpu, shapes, inout, partition
 from .base import Ctx, Unmapped, decide
 from .fold import FOLDS
 from .reader import DTYPES, LoadError, Reader
+from .running import Running, _StatePair  # noqa: F401  (_StatePair: tests patch it as nnapi_py.tflite._StatePair)
 
 
 @dataclass
@@ -76,8 +77,9 @@ def lower(ctx, node) -> str:
     return entry.fn(ctx, node)
 
 
-class TfliteModel:
-    """A .tflite subgraph mapped to one compiled NNAPI model."""
+class TfliteModel(Running):
+    """A .tflite subgraph mapped to one compiled NNAPI model (loading, folding, partitioning and
+    mapping here; running in running.Running)."""
 
     def __init__(self, path: str, compile_options: Optional[dict] = None, feature_level: Optional[int] = None,
                  max_partitions: int = partition.MAX_DELEGATED_PARTITIONS, check_only: bool = False,
@@ -118,6 +120,7 @@ class TfliteModel:
         self._pair = None                       # _StatePair of reusable executions (False: not available)
         self._exec_lock = threading.Lock()
         self.input_names = [self.tensors[i].name for i in self.graph.inputs]
+        self._inputs = inout.infos(self.tensors, self.graph.inputs, getattr(self.graph, "read_signatures", None))
         self.reset()
         self.output_names = [self.tensors[i].name for i in self.graph.outputs]
 
@@ -131,7 +134,7 @@ class TfliteModel:
     def inputs(self) -> List[inout.TensorInfo]:
         """The model's inputs in run()'s order: name, shape (signature: -1 where any size goes), dtype,
         quantization."""
-        return inout.infos(self.tensors, self.graph.inputs, getattr(self.graph, "read_signatures", None))
+        return list(self._inputs)
 
     @property
     def outputs(self) -> List[inout.TensorInfo]:
@@ -322,110 +325,6 @@ class TfliteModel:
                                               [v for v in ctx.state_in if v not in state_in], new_out)
         return done
 
-    # -- running
-    def run(self, inputs: Sequence[np.ndarray]) -> List[np.ndarray]:
-        """Inputs in the model's input order -> outputs in its output order.  A streaming model's
-        variables are carried from one call to the next (reset() starts over)."""
-        if self.check_only:
-            raise RuntimeError(f"{os.path.basename(self.path)} was loaded with check_only=True: report() only")
-        inputs = inout.check_inputs(self.inputs, inputs)       # count, shape, dtype: ValueError naming the input
-        if self.open_inputs and tuple(np.shape(a) for a in inputs) != self.input_shapes:
-            return self._run_variant(inputs)
-        try:
-            return self._run(inputs)
-        except nn.NNAPIError as e:
-            # a rule Android checks at execution failed at the file's placeholder shapes: say why
-            if not self._file_shapes or e.code_name != "OP_FAILED":
-                raise
-            raise nn.NNAPIError(e.code, f"{e.reason}. {self._shapes_hint()}", e.call) from None
-
-    def _run(self, inputs):
-        if self._stitch is not None:
-            with self._exec_lock:
-                outs, assigned = self._stitch.run(list(inputs), self._state)
-                self._state = {**self._state, **assigned}
-            return outs
-        feed = {n: a for n, a in zip(self.input_names, inputs)}
-        res = self._run_reusable(feed)
-        if res is not None:
-            return res
-        state = self.state
-        for var in self._state_in:
-            feed["state:" + var] = state[var]
-        res = self.compilation.run(feed)
-        self.state = {**state, **{var: res["state:" + var] for var in self._state_out}}
-        return [res[n] for n in self.output_names]
-
-    def _shapes_hint(self):
-        sig = "; ".join(f"'{self.tensors[i].name}' {list(s)}" for i, s in
-                        zip(self.graph.inputs, shapes.signatures(self.graph)))
-        return (f"The inputs' shape signatures have -1 ({sig}): if the file's shapes are not ones the "
-                f"model runs at, compile for the shapes you run with load(path, input_shapes=[...]).")
-
-    def _run_variant(self, inputs):
-        """Inputs of other shapes than compiled for (where their signatures have -1): run them on
-        this model compiled for those shapes, made on first use and kept (the 8 last used); the
-        variables of a streaming model carry over."""
-        key = shapes.check(self.graph, [np.shape(a) for a in inputs])
-        v = self.variants.pop(key, None)
-        if v is None:
-            compile_options, feature_level, max_partitions = self._options
-            v = TfliteModel(self.path, compile_options, feature_level, max_partitions, input_shapes=key)
-            while len(self.variants) >= 8:
-                self.variants.pop(next(iter(self.variants)))
-        self.variants[key] = v
-        carried = bool(self._state_in or self._state_out)
-        if carried:
-            v.state = self.state
-        out = v.run(inputs)
-        if carried:
-            self.state = v.state
-        return out
-
-    def _run_reusable(self, feed):
-        """The outputs of a run on the model's pair of reusable executions (_StatePair), bound on
-        the first calls, then only input values copied in and no state copied at all.  None --
-        the caller makes a fresh execution -- when the runtime has no reusable executions
-        (feature level < 5), when another thread is using them, or when the input shapes differ
-        from the bound ones."""
-        if self._pair is False or not self._exec_lock.acquire(blocking=False):
-            return None
-        try:
-            p = self._pair
-            if p is None:
-                try:
-                    p = _StatePair(self)
-                except nn.NNAPIError:
-                    self._pair = False
-                    return None
-                self._pair = p
-            try:
-                return p.run(feed)
-            except ValueError:              # other shapes than the bound ones
-                return None
-        finally:
-            self._exec_lock.release()
-
-    @property
-    def state(self) -> Dict[str, np.ndarray]:
-        """The variables' current values (copies)."""
-        p = self._pair
-        return p.values() if p else {k: v.copy() for k, v in self._state.items()}
-
-    @state.setter
-    def state(self, values: Dict[str, np.ndarray]) -> None:
-        p = self._pair
-        if p:
-            p.load(values)
-        else:
-            self._state = {k: np.array(v) for k, v in values.items()}
-
-    def reset(self) -> None:
-        """Variables back to their initial values (also those LiteRT keeps in CPU partitions)."""
-        self.state = self.initial_state
-        if getattr(self, "_stitch", None) is not None:
-            self._stitch.reset()
-
     def report(self) -> str:
         """What TFLite's NNAPI delegate would do with this model at its feature level, and what
         nnapi_py does: partitions, per operator the NNAPI operation(s) or why it stays on the CPU."""
@@ -462,68 +361,6 @@ class _Failed(Exception):
         super().__init__(reason)
         self.indices = list(index) if isinstance(index, (list, tuple)) else [index]
         self.reason = reason
-
-
-class _StatePair:
-    """Two reusable executions of a streaming model whose state buffers alternate: execution 0
-    reads the variables from buffer set 0 and writes their next values into set 1, execution 1
-    the other way round, so a step copies its real inputs in and its real outputs out but no
-    state (a wake-word model carries a few dozen variable tensors: copying each in and out
-    through one execution cost about a fifth of a step).  A variable only read is one array
-    both read; one only assigned is an output kept per execution (copied into the array both
-    read where it is also read but its input and output operands differ in type or shape)."""
-
-    def __init__(self, model):
-        comp = model.compilation
-        self.execs = [comp.execution(reusable=True), comp.execution(reusable=True)]
-        self.names = list(model.output_names)
-        self.ins, self.outs = list(model._state_in), list(model._state_out)
-        tin = {o.name: o for o in model.nn_model.inputs}
-        tout = {o.name: o for o in model.nn_model.outputs}
-        cur = model._state
-        self.bufs = [{}, {}]
-        for v in self.ins:
-            i = tin["state:" + v]
-            a = np.array(cur[v], dtype=i.type.dtype)
-            o = tout.get("state:" + v)
-            alternate = o is not None and o.type.dtype == i.type.dtype and tuple(o.dims or ()) == a.shape
-            self.bufs[0][v] = a
-            self.bufs[1][v] = a.copy() if alternate else a      # only read: one array for both
-        self.paired = {v for v in self.outs if v in self.bufs[0] and self.bufs[1][v] is not self.bufs[0][v]}
-        self.k = 0                          # the execution to run next (it reads bufs[k])
-        self.bound = [False, False]
-        self.last = {}                      # variables assigned but not alternated: latest values
-
-    def run(self, feed):
-        k = self.k
-        ex = self.execs[k]
-        if self.bound[k]:
-            res = ex.run(feed, copy=False)
-        else:                               # first run of this execution: bind the state buffers
-            res = inout.first_run(ex, {"state:" + v: self.bufs[k][v] for v in self.ins},
-                                  {"state:" + v: self.bufs[1 - k][v] for v in self.paired}, feed)
-            self.bound[k] = True
-        for v in self.outs:
-            if v not in self.paired:
-                self.last[v] = res["state:" + v]
-                if v in self.bufs[0]:       # read too, but of another dtype / shape: copied
-                    self.bufs[0][v][...] = self.last[v]
-        self.k = 1 - k
-        return [res[n].copy() for n in self.names]
-
-    def values(self):
-        vals = {v: a.copy() for v, a in self.bufs[self.k].items()}
-        vals.update({v: a.copy() for v, a in self.last.items()})
-        return vals
-
-    def load(self, values):
-        """The variables set to values (reset(), or an assignment to TfliteModel.state)."""
-        self.last = {}
-        for v, a in values.items():
-            if v in self.bufs[self.k]:
-                self.bufs[self.k][v][...] = a
-            elif v in self.outs:
-                self.last[v] = np.array(a)
 
 
 def load(path: str, feature_level: Optional[int] = None, max_partitions: int = partition.MAX_DELEGATED_PARTITIONS,
