@@ -562,3 +562,68 @@ def test_quantized_depthwise_small_image(seed, signed, monkeypatch):
                  "y")
         return m
     _same(*_vs_general(build, {"x": x}, monkeypatch))
+
+
+# ---- issue 41, part 4: QUANTIZE of a small float tensor, the quantized average's rounding -----------
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("signed", [False, True])
+def test_quantize_small_float(seed, signed):
+    """QUANTIZE of a small float32 / float16 tensor (several values: the lean kernel's clamp through
+    np.maximum / np.fmin) gives the general kernel's bytes: ties of the quotient (half away from
+    zero), values beyond the range, +-inf and NaN (the largest code, as std::min(hi, NaN))."""
+    rng = np.random.default_rng(seed + 50 * signed)
+    dt = np.float16 if seed % 4 == 3 else np.float32
+    shape = _shape(rng, int(rng.integers(1, 5)))
+    if int(np.prod(shape)) < 2:
+        shape = shape[:-1] + (2,)
+    t = _qtype(rng, signed)
+    x = rng.uniform(-300, 300, shape) * t.scale
+    flat = x.reshape(-1)
+    k = rng.integers(0, flat.size, 4)
+    flat[k[0]] = (int(rng.integers(-50, 50)) + 0.5) * t.scale     # a tie
+    flat[k[1]] = rng.choice([np.inf, -np.inf, np.nan, 1e30])
+    flat[k[2]] = -0.0
+    x = x.astype(dt)
+    ft = nn.float16 if dt == np.float16 else nn.float32
+
+    def build():
+        m = nn.Model()
+        xi = m.input("x", ft, shape)
+        m.output(m.op("QUANTIZE", xi, outputs=[t]), "y")
+        return m
+    with np.errstate(all="ignore"):
+        _same(*_both(build, {"x": x}))
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("signed", [False, True])
+def test_quantized_average_pool_rounding_reference(seed, signed):
+    """Both quantized AVERAGE_POOL_2D kernels (the small image's window matrix, the general passes)
+    against the reference's integer arithmetic: (|sum| + count // 2) // count with the sum's sign,
+    windows clipped to the image (VALID and SAME padding), no activation."""
+    rng = np.random.default_rng(seed + 7 * signed)
+    h, w, c = int(rng.integers(2, 7)), int(rng.integers(2, 7)), int(rng.integers(1, 4))
+    fh, fw = int(rng.integers(1, h + 1)), int(rng.integers(1, w + 1))
+    s = int(rng.integers(1, 3))
+    t = _qtype(rng, signed)
+    x = _qvalues(rng, (1, h, w, c), signed)
+    # the reference, SAME padding: windows clipped to the image
+    oh, ow = -(-h // s), -(-w // s)
+    pt, pl = max((oh - 1) * s + fh - h, 0) // 2, max((ow - 1) * s + fw - w, 0) // 2
+    want = np.empty((1, oh, ow, c), np.int64)
+    xi = x.astype(np.int64)
+    for i in range(oh):
+        for j in range(ow):
+            r0, c0 = i * s - pt, j * s - pl
+            win = xi[0, max(r0, 0):min(r0 + fh, h), max(c0, 0):min(c0 + fw, w)]
+            tot, cnt = win.sum(axis=(0, 1)), win.shape[0] * win.shape[1]
+            want[0, i, j] = np.sign(tot) * ((np.abs(tot) + cnt // 2) // cnt)
+    lo, hi = (-128, 127) if signed else (0, 255)
+
+    def build():
+        m = nn.Model()
+        xin = m.input("x", t, (1, h, w, c))
+        m.output(m.op("AVERAGE_POOL_2D", xin, 1, s, s, fw, fh, 0, outputs=[t]), "y")
+        return m
+    for got in _both(build, {"x": x}):
+        np.testing.assert_array_equal(got["y"], np.clip(want, lo, hi))

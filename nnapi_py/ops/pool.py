@@ -280,11 +280,28 @@ class _Geometry:
         return b
 
 
+def _rounded_average(s, y, half, cnt, signed, lo, hi):
+    """y = clamp((|s| + count // 2) // count with the sign of s): the reference's integer average
+    of the window sums s (float, exact integers; overwritten), rounded half away from zero, as
+    trunc((s + copysign(half, s)) / count) -- the float division is exact enough for the
+    rounding (numerator < 2**24 in float32, 2**53 in float64) and negating a sum negates its
+    quotient exactly -- then clamped to [lo, hi] and stored into y."""
+    s += np.copysign(half, s) if signed else half
+    s /= cnt
+    np.trunc(s, out=s)
+    clip = Q._CLIP_UFUNC
+    if clip is not None:
+        clip(s, lo, hi, out=y, casting="unsafe")
+    else:
+        np.clip(s, lo, hi, out=s)
+        y[...] = s
+
+
 def _small_quant_average(geo, cnt, half, signed, lo, hi):
     """Quantized AVERAGE_POOL_2D of a small image (the small-tensor path, common.SMALL): the window
     sums as one product of the input's pixels with the [OH*OW, H*W] window matrix made here (0 / 1
     entries: integer sums below 2**24, exact in float32, the values geo.reduce adds pass by
-    pass), then the general kernel's rounding passes, the clamp stored into the output."""
+    pass), then the general kernel's rounding (_rounded_average)."""
     p = np.zeros((geo.oh, geo.ow, geo.h, geo.w), np.float32)
     for r0, r1, i0 in geo.rows:
         for c0, c1, j0 in geo.cols:
@@ -293,22 +310,11 @@ def _small_quant_average(geo, cnt, half, signed, lo, hi):
                     p[o, q, i0 + (o - r0) * geo.sh, j0 + (q - c0) * geo.sw] = 1
     p = p.reshape(geo.oh * geo.ow, geo.h * geo.w)
     hw, shape = geo.h * geo.w, (geo.oh, geo.ow)
-    clip = Q._CLIP_UFUNC
 
     def core(x, y):
         n, c = x.shape[0], x.shape[3]
         s = np.matmul(p, x.reshape(n, hw, c)).reshape((n,) + shape + (c,))
-        r = np.abs(s) if signed else s
-        r += half
-        r /= cnt
-        np.floor(r, out=r)
-        if signed:
-            np.copysign(r, s, out=r)
-        if clip is not None:
-            clip(r, lo, hi, out=y, casting="unsafe")
-        else:
-            np.clip(r, lo, hi, out=r)
-            y[...] = r
+        _rounded_average(s, y, half, cnt, signed, lo, hi)
     return core
 
 
@@ -329,15 +335,7 @@ class AveragePool2D(Pool2D):
                 return _small_quant_average(geo, cnt, half, signed, lo, hi)
 
             def core(x, y):
-                s = geo.reduce(x, np.add, 0, acc)
-                r = np.abs(s) if signed else s
-                r += half
-                r /= cnt
-                np.floor(r, out=r)
-                if signed:
-                    np.copysign(r, s, out=r)
-                np.clip(r, lo, hi, out=r)
-                y[...] = r
+                _rounded_average(geo.reduce(x, np.add, 0, acc), y, half, cnt, signed, lo, hi)
             return core
         cnt = geo.count.astype(np.float32)
         if t == F32:
