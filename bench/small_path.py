@@ -12,6 +12,11 @@
                                       "small_exec_overhead_c <us> <N>" (medians of 5 alternating rounds)
   python bench/small_path.py tiny     (c) each tiny corpus model, ours / LiteRT builtin kernels, one run
                                       (bench/tflite_models.py): "tiny <model> <ours ms> <builtin ms>"
+                                      (bench/run.py prints the ratios)
+  python bench/small_path.py importer (d) each tiny corpus model's TfliteModel.run() beyond its kernels (every
+                                      kernel of its executions a no-op; models run through one NNAPI model):
+                                      "tiny_overhead <model> <us> <operations> <ceiling us>", the ceiling
+                                      10 us + 0.5 us an operation (medians of 7 batches)
 Run by bench/run.py (make bench).
 """
 import os
@@ -188,6 +193,49 @@ def op_rows(runs=300):
         print(f"  small_op {t:.3f} {mean:.3f} {label}")
 
 
+def importer_in_process(names):
+    """(d) in this process: each model's run() with every kernel of its executions a no-op."""
+    import numpy as np
+    from nnapi_py import ffi, _capi
+    import nnapi_py.tflite as T
+    import tflite_corpus
+    models = tflite_corpus.models()
+
+    def nop(i, o):
+        pass
+    for name in names:
+        shapes = tflite_corpus.INPUT_SHAPES.get(name)
+        m = T.load(models[name], input_shapes=shapes) if shapes else T.load(models[name])
+        rng = np.random.default_rng(0)
+        ins = [(rng.uniform(-1, 1, s) if np.dtype(dt).kind == "f" else rng.integers(-128, 128, s)).astype(dt)
+               for _, dt, s in m.input_specs]
+        m.run(ins)
+        pair = getattr(m, "_pair", None)
+        if not pair:                    # partitions, or no reusable executions: not measured here
+            continue
+        ops = 0
+        for k, e in enumerate(pair.execs):
+            plan = _capi._H[int(ffi.cast("uintptr_t", e.handle))].plan
+            for ab in plan._arenas:
+                ops += len(ab[1]) if k == 0 else 0
+                ab[1][:] = [(nop, ia, oa) for _, ia, oa in ab[1]]
+        if not ops:                     # a dynamic plan (precise_vad's WHILE): no arena steps to replace
+            continue
+        for _ in range(200):
+            m.run(ins)
+        us = _median_us(lambda: m.run(ins), n=200, batches=7)
+        print(f"tiny_overhead {name} {us:.3f} {ops} {10 + 0.5 * ops:.1f}", flush=True)
+        del m
+
+
+def importer_rows():
+    r = subprocess.run([sys.executable, __file__, "importer-py"], env=dict(os.environ, OPENBLAS_NUM_THREADS="1"),
+                       capture_output=True, text=True)
+    print(r.stdout, end="")
+    if r.returncode and r.stderr:
+        print(r.stderr.strip().splitlines()[-1], file=sys.stderr)
+
+
 def tiny_rows():
     r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "tflite_models.py"), *TINY],
                        env=dict(os.environ, OPENBLAS_NUM_THREADS="1"), capture_output=True, text=True)
@@ -205,10 +253,14 @@ if __name__ == "__main__":
         print("exec_py %.3f %.3f %.3f" % exec_py(int(sys.argv[2])))
     elif what == "ops-py":
         ops_in_process(TINY, int(sys.argv[2]))
+    elif what == "importer-py":
+        importer_in_process(sys.argv[2:] or TINY)
     else:
         if what in ("ops", "all"):
             op_rows()
         if what in ("exec", "all"):
             exec_rows()
+        if what in ("importer", "all"):
+            importer_rows()
         if what in ("tiny", "all"):
             tiny_rows()
