@@ -128,14 +128,24 @@ def _elements(infos):
 _TENSORS = ()
 
 
+def _load_tiny(name):
+    """The corpus model `name` loaded (at the corpus's input shapes) and random inputs for it."""
+    import numpy as np
+    import nnapi_py.tflite as T
+    import tflite_corpus
+    shapes = tflite_corpus.INPUT_SHAPES.get(name)
+    path = tflite_corpus.models()[name]
+    m = T.load(path, input_shapes=shapes) if shapes else T.load(path)
+    rng = np.random.default_rng(0)
+    return m, [(rng.uniform(-1, 1, s) if np.dtype(dt).kind == "f" else rng.integers(-128, 128, s)).astype(dt)
+               for _, dt, s in m.input_specs]
+
+
 def ops_in_process(names, runs):
     """(a) in this process, NNAPI_PY_PROFILE on: each kernel labelled with the largest of its
     tensors (constants included) in elements; prints "op <mean us> <elements> <label>"."""
     global _TENSORS
-    import numpy as np
     from nnapi_py import profiling as profile, constants as C
-    import nnapi_py.tflite as T
-    import tflite_corpus
     _TENSORS = set(C.TENSOR_TYPES)
     plain = profile.kernel_label
     profile.kernel_label = lambda name, ins, outs: f"{plain(name, ins, outs)} |{_elements(list(ins) + list(outs))}"
@@ -153,13 +163,8 @@ def ops_in_process(names, runs):
             rec.append(clock() - t0)
         return run
     profile.timed = timed
-    models = tflite_corpus.models()
     for name in names:
-        shapes = tflite_corpus.INPUT_SHAPES.get(name)
-        m = T.load(models[name], input_shapes=shapes) if shapes else T.load(models[name])
-        rng = np.random.default_rng(0)
-        ins = [(rng.uniform(-1, 1, s) if np.dtype(dt).kind == "f" else rng.integers(-128, 128, s)).astype(dt)
-               for _, dt, s in m.input_specs]
+        m, ins = _load_tiny(name)
         for _ in range(20):             # warm-up: first-run work (tables, caches) is not the steady state
             m.run(ins)
         for rec in times.values():
@@ -195,20 +200,12 @@ def op_rows(runs=300):
 
 def importer_in_process(names):
     """(d) in this process: each model's run() with every kernel of its executions a no-op."""
-    import numpy as np
     from nnapi_py import ffi, _capi
-    import nnapi_py.tflite as T
-    import tflite_corpus
-    models = tflite_corpus.models()
 
     def nop(i, o):
         pass
     for name in names:
-        shapes = tflite_corpus.INPUT_SHAPES.get(name)
-        m = T.load(models[name], input_shapes=shapes) if shapes else T.load(models[name])
-        rng = np.random.default_rng(0)
-        ins = [(rng.uniform(-1, 1, s) if np.dtype(dt).kind == "f" else rng.integers(-128, 128, s)).astype(dt)
-               for _, dt, s in m.input_specs]
+        m, ins = _load_tiny(name)
         m.run(ins)
         pair = getattr(m, "_pair", None)
         if not pair:                    # partitions, or no reusable executions: not measured here
