@@ -391,6 +391,14 @@ def register(cls):
     return cls
 
 
+def register_variants(base, namespace, rows):
+    """Table-driven registration: for each row (class name, attributes) a subclass of base with those
+    attributes, registered and bound in namespace (a module's globals(), so it stays importable by name)."""
+    for cls_name, attrs in rows:
+        cls = type(cls_name, (base,), {"__module__": namespace["__name__"], "__qualname__": cls_name, **attrs})
+        namespace[cls_name] = register(cls)
+
+
 def value_error(msg, at_runtime):
     """Value-dependent errors: BAD_DATA while compiling, OP_FAILED while executing."""
     return NNError(C.OP_FAILED if at_runtime else C.BAD_DATA, msg)

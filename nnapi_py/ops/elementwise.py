@@ -19,7 +19,7 @@ output buffer.  The results are bit-identical to evaluating the formula per elem
 import numpy as np
 
 from .. import constants as C
-from .base import Op, register, value_error
+from .base import Op, register, register_variants, value_error
 from . import quant as Q
 from .common import broadcast_shape, check_present, dequant_table, small  # noqa: F401
 
@@ -334,16 +334,10 @@ class MaxMin(Pairwise):
         return Binary.table_kernel(table, ins[:2], outs)
 
 
-@register
-class Maximum(MaxMin):
-    name = "MAXIMUM"
-    is_max = True
-
-
-@register
-class Minimum(MaxMin):
-    name = "MINIMUM"
-    is_max = False
+register_variants(MaxMin, globals(), [
+    ("Maximum", dict(name="MAXIMUM", is_max=True)),
+    ("Minimum", dict(name="MINIMUM", is_max=False)),
+])
 
 
 # ---------------------------------------------------------------------------------------
@@ -372,40 +366,14 @@ class Compare(Pairwise):
         return k
 
 
-@register
-class Equal(Compare):
-    name = "EQUAL"
-    ufunc = staticmethod(np.equal)
-
-
-@register
-class NotEqual(Compare):
-    name = "NOT_EQUAL"
-    ufunc = staticmethod(np.not_equal)
-
-
-@register
-class Greater(Compare):
-    name = "GREATER"
-    ufunc = staticmethod(np.greater)
-
-
-@register
-class GreaterEqual(Compare):
-    name = "GREATER_EQUAL"
-    ufunc = staticmethod(np.greater_equal)
-
-
-@register
-class Less(Compare):
-    name = "LESS"
-    ufunc = staticmethod(np.less)
-
-
-@register
-class LessEqual(Compare):
-    name = "LESS_EQUAL"
-    ufunc = staticmethod(np.less_equal)
+register_variants(Compare, globals(), [
+    ("Equal", dict(name="EQUAL", ufunc=staticmethod(np.equal))),
+    ("NotEqual", dict(name="NOT_EQUAL", ufunc=staticmethod(np.not_equal))),
+    ("Greater", dict(name="GREATER", ufunc=staticmethod(np.greater))),
+    ("GreaterEqual", dict(name="GREATER_EQUAL", ufunc=staticmethod(np.greater_equal))),
+    ("Less", dict(name="LESS", ufunc=staticmethod(np.less))),
+    ("LessEqual", dict(name="LESS_EQUAL", ufunc=staticmethod(np.less_equal))),
+])
 
 
 # ---------------------------------------------------------------------------------------
@@ -424,16 +392,10 @@ class LogicalBinary(Pairwise):
         return k
 
 
-@register
-class LogicalAnd(LogicalBinary):
-    name = "LOGICAL_AND"
-    ufunc = staticmethod(np.logical_and)
-
-
-@register
-class LogicalOr(LogicalBinary):
-    name = "LOGICAL_OR"
-    ufunc = staticmethod(np.logical_or)
+register_variants(LogicalBinary, globals(), [
+    ("LogicalAnd", dict(name="LOGICAL_AND", ufunc=staticmethod(np.logical_and))),
+    ("LogicalOr", dict(name="LOGICAL_OR", ufunc=staticmethod(np.logical_or))),
+])
 
 
 @register

@@ -19,7 +19,7 @@ Semantics follow NNAPI's reference CPU implementation:
 import numpy as np
 
 from .. import constants as C
-from .base import Op, kept_array, register, resolve_axis, value_error
+from .base import Op, kept_array, register, register_variants, resolve_axis, value_error
 from .common import require_present  # noqa: F401
 
 F16, F32, I32 = C.TENSOR_FLOAT16, C.TENSOR_FLOAT32, C.TENSOR_INT32
@@ -164,13 +164,14 @@ class _ExtremeReduce(_Reduce):
     same_quant = True
     float_ufunc = None     # NaN-skipping ufunc for floats
     int_ufunc = None
+    identity = None        # "min" or "max": the type's limit that starts the reduction
 
     def kernel(self, inp, axes, kshape):
         dt = inp.dtype
         if inp.type in FLOATS:
-            uf, init = self.float_ufunc, self.float_init(dt)
+            uf, init = self.float_ufunc, getattr(np.finfo(dt), self.identity)
         else:
-            uf, init = self.int_ufunc, self.int_init(dt)
+            uf, init = self.int_ufunc, getattr(np.iinfo(dt), self.identity)
         init = dt.type(init)
 
         def k(i, o):
@@ -178,34 +179,10 @@ class _ExtremeReduce(_Reduce):
         return k
 
 
-@register
-class ReduceMax(_ExtremeReduce):
-    name = "REDUCE_MAX"
-    float_ufunc = np.fmax
-    int_ufunc = np.maximum
-
-    @staticmethod
-    def float_init(dt):
-        return np.finfo(dt).min
-
-    @staticmethod
-    def int_init(dt):
-        return np.iinfo(dt).min
-
-
-@register
-class ReduceMin(_ExtremeReduce):
-    name = "REDUCE_MIN"
-    float_ufunc = np.fmin
-    int_ufunc = np.minimum
-
-    @staticmethod
-    def float_init(dt):
-        return np.finfo(dt).max
-
-    @staticmethod
-    def int_init(dt):
-        return np.iinfo(dt).max
+register_variants(_ExtremeReduce, globals(), [
+    ("ReduceMax", dict(name="REDUCE_MAX", float_ufunc=np.fmax, int_ufunc=np.maximum, identity="min")),
+    ("ReduceMin", dict(name="REDUCE_MIN", float_ufunc=np.fmin, int_ufunc=np.minimum, identity="max")),
+])
 
 
 class _ArithReduce(_Reduce):

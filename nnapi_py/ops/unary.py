@@ -9,7 +9,7 @@ round half away from zero, add the zero point, clamp (x <= 0 gives the type's ma
 import numpy as np
 
 from .. import constants as C
-from .base import Op, register, value_error
+from .base import Op, register, register_variants, value_error
 from .common import check_present, dequant_table, QUANT8
 from .quant import qrange, round_half_away, take
 
@@ -52,54 +52,16 @@ class Unary(Op):
         return k
 
 
-@register
-class Abs(Unary):
-    name = "ABS"
-    type_levels = {F32: 3, F16: 3, I32: 4}
-    ufunc = staticmethod(np.absolute)       # INT32_MIN stays INT32_MIN (two's complement)
-
-
-@register
-class Neg(Unary):
-    name = "NEG"
-    type_levels = {F32: 3, F16: 3, I32: 3}
-    ufunc = staticmethod(np.negative)
-
-
-@register
-class Exp(Unary):
-    name = "EXP"
-    ufunc = staticmethod(np.exp)
-    quiet = True
-
-
-@register
-class Log(Unary):
-    name = "LOG"
-    ufunc = staticmethod(np.log)
-    quiet = True
-
-
-@register
-class Sin(Unary):
-    name = "SIN"
-    ufunc = staticmethod(np.sin)
-    quiet = True
-
-
-@register
-class Sqrt(Unary):
-    name = "SQRT"
-    ufunc = staticmethod(np.sqrt)
-    quiet = True
-
-
-@register
-class Floor(Unary):
-    name = "FLOOR"
-    type_levels = {F32: 1, F16: 3}
-    max_rank = 4
-    ufunc = staticmethod(np.floor)
+register_variants(Unary, globals(), [
+    # ABS: INT32_MIN stays INT32_MIN (two's complement)
+    ("Abs", dict(name="ABS", type_levels={F32: 3, F16: 3, I32: 4}, ufunc=staticmethod(np.absolute))),
+    ("Neg", dict(name="NEG", type_levels={F32: 3, F16: 3, I32: 3}, ufunc=staticmethod(np.negative))),
+    ("Exp", dict(name="EXP", ufunc=staticmethod(np.exp), quiet=True)),
+    ("Log", dict(name="LOG", ufunc=staticmethod(np.log), quiet=True)),
+    ("Sin", dict(name="SIN", ufunc=staticmethod(np.sin), quiet=True)),
+    ("Sqrt", dict(name="SQRT", ufunc=staticmethod(np.sqrt), quiet=True)),
+    ("Floor", dict(name="FLOOR", type_levels={F32: 1, F16: 3}, max_rank=4, ufunc=staticmethod(np.floor))),
+])
 
 
 def _rsqrt_float(x, out):
