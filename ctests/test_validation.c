@@ -1129,50 +1129,26 @@ static void test_data_graph(void) {
     }
     ANeuralNetworksModel_free(m);
 
-    /* input listed as output */
-    m = partial_add_model(0);
-    CHECK_RC(ANeuralNetworksModel_addOperation(m, ANEURALNETWORKS_ADD, 3, in, 1, out), E_OK);
-    {
-        uint32_t outs[2] = {3, 0};
-        CHECK_GRAPH_BAD(ANeuralNetworksModel_identifyInputsAndOutputs(m, 2, mi, 2, outs), m);
+    /* model inputs / outputs that identifyInputsAndOutputs rejects on an ADD model */
+    static const struct {
+        const char* what;
+        uint32_t n_in, ins[3], n_out, outs[2];
+    } bad_io[] = {
+        {"input listed as output", 2, {0, 1}, 2, {3, 0}},
+        {"duplicate inputs", 3, {0, 1, 0}, 1, {3}},
+        {"duplicate outputs", 2, {0, 1}, 2, {3, 3}},
+        {"constant as model input", 3, {0, 1, 2}, 1, {3}},
+        {"constant as model output", 2, {0, 1}, 2, {3, 2}},
+    };
+    for (size_t k = 0; k < NN_ARRAY_LEN(bad_io); k++) {
+        ck_section(bad_io[k].what); /* names the row in a failure */
+        m = partial_add_model(0);
+        CHECK_RC(ANeuralNetworksModel_addOperation(m, ANEURALNETWORKS_ADD, 3, in, 1, out), E_OK);
+        CHECK_GRAPH_BAD(ANeuralNetworksModel_identifyInputsAndOutputs(m, bad_io[k].n_in, bad_io[k].ins,
+                                                                      bad_io[k].n_out, bad_io[k].outs), m);
+        ANeuralNetworksModel_free(m);
     }
-    ANeuralNetworksModel_free(m);
-
-    /* duplicate inputs */
-    m = partial_add_model(0);
-    CHECK_RC(ANeuralNetworksModel_addOperation(m, ANEURALNETWORKS_ADD, 3, in, 1, out), E_OK);
-    {
-        uint32_t dup[3] = {0, 1, 0};
-        CHECK_GRAPH_BAD(ANeuralNetworksModel_identifyInputsAndOutputs(m, 3, dup, 1, out), m);
-    }
-    ANeuralNetworksModel_free(m);
-
-    /* duplicate outputs */
-    m = partial_add_model(0);
-    CHECK_RC(ANeuralNetworksModel_addOperation(m, ANEURALNETWORKS_ADD, 3, in, 1, out), E_OK);
-    {
-        uint32_t dup[2] = {3, 3};
-        CHECK_GRAPH_BAD(ANeuralNetworksModel_identifyInputsAndOutputs(m, 2, mi, 2, dup), m);
-    }
-    ANeuralNetworksModel_free(m);
-
-    /* constant as model input */
-    m = partial_add_model(0);
-    CHECK_RC(ANeuralNetworksModel_addOperation(m, ANEURALNETWORKS_ADD, 3, in, 1, out), E_OK);
-    {
-        uint32_t ci[3] = {0, 1, 2};
-        CHECK_GRAPH_BAD(ANeuralNetworksModel_identifyInputsAndOutputs(m, 3, ci, 1, out), m);
-    }
-    ANeuralNetworksModel_free(m);
-
-    /* constant as model output */
-    m = partial_add_model(0);
-    CHECK_RC(ANeuralNetworksModel_addOperation(m, ANEURALNETWORKS_ADD, 3, in, 1, out), E_OK);
-    {
-        uint32_t co[2] = {3, 2};
-        CHECK_GRAPH_BAD(ANeuralNetworksModel_identifyInputsAndOutputs(m, 2, mi, 2, co), m);
-    }
-    ANeuralNetworksModel_free(m);
+    ck_section("data: model graph");
 
     /* positive control */
     m = partial_add_model(1);
