@@ -437,3 +437,15 @@ def require_present(name, ins, what):
     for k, inf in enumerate(ins):
         if inf.omitted:
             raise value_error(f"{name}: input {k} ({what[k]}) was omitted; it is not optional", at_runtime=True)
+
+
+# ---- from the bidirectional sequence operations (lstm, rnn)
+
+
+def check_merge_outputs(name, merge_input, merge, n_outs, n_states):
+    """merge_outputs given as a model input: one output sequence (merged) or two, each count optionally
+    followed by the n_states state outputs."""
+    n = 1 if merge else 2
+    if n_outs not in (n, n + n_states):
+        raise value_error(f"{name}: {merge_input} is {'true' if merge else 'false'}, which needs "
+                          f"{n} or {n + n_states} outputs; the operation has {n_outs}", at_runtime=True)

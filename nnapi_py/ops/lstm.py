@@ -25,6 +25,7 @@ import numpy as np
 
 from .. import constants as C
 from .base import Op, register, value_error
+from .common import check_merge_outputs
 
 F16, F32 = C.TENSOR_FLOAT16, C.TENSOR_FLOAT32
 f32 = np.float32
@@ -421,10 +422,7 @@ class BidirectionalSequenceLstm(Op):
         cell_clip, proj_clip = float(ins[49].value), float(ins[50].value)
         merge, tm = bool(ins[51].value), bool(ins[52].value)
         name = self.name
-        if len(outs) not in ((1, 5) if merge else (2, 6)):      # merge_outputs given as a model input
-            raise value_error(f"{name}: input 51 (merge_outputs) is {'true' if merge else 'false'}, which needs "
-                              f"{'1 or 5' if merge else '2 or 6'} outputs; the operation has {len(outs)}",
-                              at_runtime=True)
+        check_merge_outputs(name, "input 51 (merge_outputs)", merge, len(outs), 4)
 
         def seq(a):
             return a if tm else a.swapaxes(0, 1)

@@ -22,7 +22,7 @@ import numpy as np
 from .. import constants as C
 from .base import Op, register, value_error
 from . import quant as Q
-from .common import Derived, check_present
+from .common import Derived, check_merge_outputs, check_present
 
 F16, F32 = C.TENSOR_FLOAT16, C.TENSOR_FLOAT32
 f32 = np.float32
@@ -281,10 +281,7 @@ class BidirectionalSequenceRnn(Op):
         af, ab = _packed_t(ins[10]), _packed_t(ins[11])
         fuse, tm, merge = int(ins[12].value), bool(ins[13].value), bool(ins[14].value)
         name = self.name
-        if len(outs) not in ((1, 3) if merge else (2, 4)):      # merge_outputs given as a model input
-            raise value_error(f"{name}: input 14 (merge outputs) is {'true' if merge else 'false'}, which needs "
-                              f"{'1 or 3' if merge else '2 or 4'} outputs; the operation has {len(outs)}",
-                              at_runtime=True)
+        check_merge_outputs(name, "input 14 (merge outputs)", merge, len(outs), 2)
 
         def seq(a):
             return a if tm else a.swapaxes(0, 1)
