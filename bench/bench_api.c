@@ -1,53 +1,9 @@
 #define _POSIX_C_SOURCE 200809L
 /* bench_api.c -- per-call overhead of the NNAPI C API (median of repeated batches).
  * Prints one line per measurement: "name value_us target_us". */
-#include <android/NeuralNetworks.h>
-#include <nnapi_py.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <time.h>
+#include "bench_common.h"
 
-static double now_us(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e6 + t.tv_nsec * 1e-3;
-}
-
-static int cmp(const void* a, const void* b) {
-    double x = *(const double*)a, y = *(const double*)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double* v, int n) {
-    qsort(v, n, sizeof *v, cmp);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-#define CHECK(x) do { int rc_ = (x); if (rc_) { fprintf(stderr, "%s -> %d: %s\n", #x, rc_, nnapi_py_last_error()); exit(1); } } while (0)
 #define BATCHES 25
-
-static ANeuralNetworksCompilation* add_model(ANeuralNetworksModel** pm) {
-    uint32_t dims[1] = {4};
-    ANeuralNetworksOperandType t = {ANEURALNETWORKS_TENSOR_FLOAT32, 1, dims, 0.f, 0};
-    ANeuralNetworksOperandType s = {ANEURALNETWORKS_INT32, 0, NULL, 0.f, 0};
-    ANeuralNetworksModel* m;
-    CHECK(ANeuralNetworksModel_create(&m));
-    CHECK(ANeuralNetworksModel_addOperand(m, &t));
-    CHECK(ANeuralNetworksModel_addOperand(m, &t));
-    CHECK(ANeuralNetworksModel_addOperand(m, &s));
-    CHECK(ANeuralNetworksModel_addOperand(m, &t));
-    int32_t none = 0;
-    CHECK(ANeuralNetworksModel_setOperandValue(m, 2, &none, 4));
-    uint32_t in[3] = {0, 1, 2}, out[1] = {3}, mi[2] = {0, 1};
-    CHECK(ANeuralNetworksModel_addOperation(m, ANEURALNETWORKS_ADD, 3, in, 1, out));
-    CHECK(ANeuralNetworksModel_identifyInputsAndOutputs(m, 2, mi, 1, out));
-    CHECK(ANeuralNetworksModel_finish(m));
-    ANeuralNetworksCompilation* c;
-    CHECK(ANeuralNetworksCompilation_create(m, &c));
-    CHECK(ANeuralNetworksCompilation_finish(c));
-    *pm = m;
-    return c;
-}
 
 int main(void) {
     double v[BATCHES];
@@ -67,7 +23,7 @@ int main(void) {
     printf("addOperand %.3f 1.0\n", median(v, BATCHES));
 
     ANeuralNetworksModel* m;
-    ANeuralNetworksCompilation* c = add_model(&m);
+    ANeuralNetworksCompilation* c = bench_add4(&m);
     float a[4] = {1, 2, 3, 4}, bb[4] = {5, 6, 7, 8}, o[4];
     /* 2. setInput alone (fresh executions; only the setter is timed) */
     for (int b = 0; b < BATCHES; b++) {

@@ -4,24 +4,8 @@
  * ANeuralNetworksExecution_compute timed in 25 batches of 200 (median of the batches).
  * Prints "small_exec_c <N> <us per compute>".  bench/small_path.py runs it with and without
  * NNAPI_PY_PROFILE (the kernels' own time) to get the cost beyond the kernels. */
-#include <android/NeuralNetworks.h>
-#include <nnapi_py.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <time.h>
+#include "bench_common.h"
 
-static double now_us(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e6 + t.tv_nsec * 1e-3;
-}
-
-static int cmp(const void* a, const void* b) {
-    double x = *(const double*)a, y = *(const double*)b;
-    return x < y ? -1 : x > y;
-}
-
-#define CHECK(x) do { int rc_ = (x); if (rc_) { fprintf(stderr, "%s -> %d: %s\n", #x, rc_, nnapi_py_last_error()); exit(1); } } while (0)
 #define BATCHES 25
 #define PER 200
 
@@ -69,8 +53,7 @@ int main(int argc, char** argv) {
         v[b] = (now_us() - t0) / PER;
     }
     if (o[0] != 0.5f * n) { fprintf(stderr, "wrong result %g\n", o[0]); return 1; }
-    qsort(v, BATCHES, sizeof *v, cmp);
-    printf("small_exec_c %d %.3f\n", n, v[BATCHES / 2]);
+    printf("small_exec_c %d %.3f\n", n, median(v, BATCHES));
     ANeuralNetworksExecution_free(e);
     ANeuralNetworksCompilation_free(comp);
     ANeuralNetworksModel_free(m);

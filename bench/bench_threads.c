@@ -15,39 +15,18 @@
 #include <string.h>
 #include <time.h>
 
-#include <android/NeuralNetworks.h>
+#include "bench_common.h"
 
 static ANeuralNetworksCompilation* g_comp;
 static int g_conv;
 static double g_seconds;
 static long g_counts[64];
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-#define CHECK(x) do { int rc_ = (x); if (rc_) { fprintf(stderr, "%s -> %d\n", #x, rc_); exit(1); } } while (0)
+static double now(void) { return now_us() * 1e-6; }
 
 static void build_small(void) {
     ANeuralNetworksModel* m;
-    CHECK(ANeuralNetworksModel_create(&m));
-    uint32_t d[1] = {4};
-    ANeuralNetworksOperandType t = {ANEURALNETWORKS_TENSOR_FLOAT32, 1, d, 0.f, 0};
-    ANeuralNetworksOperandType s = {ANEURALNETWORKS_INT32, 0, NULL, 0.f, 0};
-    CHECK(ANeuralNetworksModel_addOperand(m, &t));
-    CHECK(ANeuralNetworksModel_addOperand(m, &t));
-    CHECK(ANeuralNetworksModel_addOperand(m, &s));
-    CHECK(ANeuralNetworksModel_addOperand(m, &t));
-    int32_t zero = 0;
-    CHECK(ANeuralNetworksModel_setOperandValue(m, 2, &zero, 4));
-    uint32_t in[3] = {0, 1, 2}, out[1] = {3}, mi[2] = {0, 1};
-    CHECK(ANeuralNetworksModel_addOperation(m, ANEURALNETWORKS_ADD, 3, in, 1, out));
-    CHECK(ANeuralNetworksModel_identifyInputsAndOutputs(m, 2, mi, 1, out));
-    CHECK(ANeuralNetworksModel_finish(m));
-    CHECK(ANeuralNetworksCompilation_create(m, &g_comp));
-    CHECK(ANeuralNetworksCompilation_finish(g_comp));
+    g_comp = bench_add4(&m);
 }
 
 static float* g_filter;
