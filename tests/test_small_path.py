@@ -326,6 +326,21 @@ def _vs_general(build, feed, monkeypatch):
     return lean, general
 
 
+def _layer_vs_general(op, t, shape, weights, bias, params, out, xs, monkeypatch):
+    """op on an input of type t and `shape`, constant weights and bias ((values, type) each), then
+    the scalar params, one output `out` (type, shape): for each x of xs, the lean kernels' bytes
+    are the general ones' (_vs_general)."""
+    (wv, wt), (bv, bt) = weights, bias
+
+    def build():
+        m = nn.Model()
+        xi = m.input("x", t, shape)
+        m.output(m.op(op, xi, m.constant(wv, wt), m.constant(bv, bt), *params, outputs=[out]), "y")
+        return m
+    for x in xs:
+        _same(*_vs_general(build, {"x": x}, monkeypatch))
+
+
 def _filter_and_bias(rng, t, signed, per_channel, shape, o):
     """A quantized filter of `shape` with o output channels along `axis` (per channel: the last
     axis for depthwise filters [1, KH, KW, O], the first for CONV_2D's) and its bias."""
@@ -367,15 +382,8 @@ def test_quantized_depthwise_one_pixel(seed, signed, monkeypatch):
     ot = _out_type(rng, signed)
     fuse = [0, 1, 2, 3][seed % 4]
     xs = [_qvalues(rng, (1, kh, kw, c), signed) for _ in range(3)]
-
-    def build():
-        m = nn.Model()
-        xi = m.input("x", t, (1, kh, kw, c))
-        m.output(m.op("DEPTHWISE_CONV_2D", xi, m.constant(wv, wt), m.constant(bias, bt), 2, 1, 1, 1, fuse,
-                      outputs=[(ot, (1, 1, 1, c))]), "y")
-        return m
-    for x in xs:
-        _same(*_vs_general(build, {"x": x}, monkeypatch))
+    _layer_vs_general("DEPTHWISE_CONV_2D", t, (1, kh, kw, c), (wv, wt), (bias, bt), (2, 1, 1, 1, fuse),
+                      (ot, (1, 1, 1, c)), xs, monkeypatch)
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -391,15 +399,8 @@ def test_quantized_conv2d_one_pixel(seed, signed, monkeypatch):
     ot = _out_type(rng, signed)
     fuse = [0, 1, 2, 3][seed % 4]
     xs = [_qvalues(rng, (1, kh, kw, c), signed) for _ in range(3)]
-
-    def build():
-        m = nn.Model()
-        xi = m.input("x", t, (1, kh, kw, c))
-        m.output(m.op("CONV_2D", xi, m.constant(wv, wt), m.constant(bias, bt), 2, 1, 1, fuse,
-                      outputs=[(ot, (1, 1, 1, o))]), "y")
-        return m
-    for x in xs:
-        _same(*_vs_general(build, {"x": x}, monkeypatch))
+    _layer_vs_general("CONV_2D", t, (1, kh, kw, c), (wv, wt), (bias, bt), (2, 1, 1, fuse), (ot, (1, 1, 1, o)),
+                      xs, monkeypatch)
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -419,15 +420,7 @@ def test_quantized_fully_connected_one_row(seed, signed, monkeypatch):
     ot = (nn.quant8_asymm_signed if signed else nn.quant8_asymm)(ot.scale * 4, ot.zero_point)
     fuse = [0, 1, 2, 3][seed % 4]
     xs = [_qvalues(rng, shape, signed) for _ in range(3)]
-
-    def build():
-        m = nn.Model()
-        xi = m.input("x", t, shape)
-        m.output(m.op("FULLY_CONNECTED", xi, m.constant(wv, wt), m.constant(bias, bt), fuse,
-                      outputs=[(ot, (1, units))]), "y")
-        return m
-    for x in xs:
-        _same(*_vs_general(build, {"x": x}, monkeypatch))
+    _layer_vs_general("FULLY_CONNECTED", t, shape, (wv, wt), (bias, bt), (fuse,), (ot, (1, units)), xs, monkeypatch)
 
 
 def test_one_row_products_take_both_direct_forms():
