@@ -19,18 +19,54 @@ static int strict_mode(void) {
     return s && *s && strcmp(s, "0") != 0;
 }
 
+static const uint32_t D4[1] = {4};
+
+/* addOperation's code as Android returns it (BAD_DATA under NNAPI_PY_STRICT=1): a check; 1 if it was accepted */
+static int accepted_unless_strict(int rc) {
+    CHECK_RC(rc, strict_mode() ? ANEURALNETWORKS_BAD_DATA : ANEURALNETWORKS_NO_ERROR);
+    return rc == ANEURALNETWORKS_NO_ERROR;
+}
+
+/* A model of one operation, op(operand 0) -> operand 1, on a new *m; each step a check.  Returns
+   addOperation's code (-1 when the model was not created). */
+static int one_op_model(int32_t op, ANeuralNetworksOperandType tin, ANeuralNetworksOperandType tout,
+                        ANeuralNetworksModel** m) {
+    if (!CHECK_RC(ANeuralNetworksModel_create(m), ANEURALNETWORKS_NO_ERROR)) return -1;
+    CHECK_RC(ANeuralNetworksModel_addOperand(*m, &tin), ANEURALNETWORKS_NO_ERROR);
+    CHECK_RC(ANeuralNetworksModel_addOperand(*m, &tout), ANEURALNETWORKS_NO_ERROR);
+    uint32_t in[1] = {0}, out[1] = {1};
+    return ANeuralNetworksModel_addOperation(*m, op, 1, in, 1, out);
+}
+
+/* operand 0 the model's input, operand 1 its output, finished */
+static void finish_one_op(ANeuralNetworksModel* m) {
+    uint32_t in[1] = {0}, out[1] = {1};
+    CHECK_RC(ANeuralNetworksModel_identifyInputsAndOutputs(m, 1, in, 1, out), ANEURALNETWORKS_NO_ERROR);
+    CHECK_RC(ANeuralNetworksModel_finish(m), ANEURALNETWORKS_NO_ERROR);
+}
+
+/* One computation of x -> y that fails with OP_FAILED, its reason holding each of want[0..n) */
+static void compute_fails(ANeuralNetworksCompilation* c, const void* x, size_t nx, void* y, size_t ny,
+                          const char* const* want, int n) {
+    ANeuralNetworksExecution* e = NULL;
+    CHECK_RC(ANeuralNetworksExecution_create(c, &e), ANEURALNETWORKS_NO_ERROR);
+    CHECK_RC(ANeuralNetworksExecution_setInput(e, 0, NULL, x, nx), ANEURALNETWORKS_NO_ERROR);
+    CHECK_RC(ANeuralNetworksExecution_setOutput(e, 0, NULL, y, ny), ANEURALNETWORKS_NO_ERROR);
+    CHECK_RC(ANeuralNetworksExecution_compute(e), ANEURALNETWORKS_OP_FAILED);
+    const char* why = nnapi_py_last_error();
+    for (int k = 0; k < n; k++) CHECK_MSG(strstr(why, want[k]) != NULL, "%s", why);
+    ANeuralNetworksExecution_free(e);
+}
+
 /* RELU of a [3] input declared with a [1, 1, 1, 3] output. */
 static void relu_output_rank(void) {
     ck_section("RELU with an output of another rank");
     ANeuralNetworksModel* m = NULL;
     ANeuralNetworksCompilation* c = NULL;
-    ANeuralNetworksExecution* e = NULL;
     uint32_t din[1] = {3}, dout[4] = {1, 1, 1, 3};
-    REQUIRE_RC(ANeuralNetworksModel_create(&m), ANEURALNETWORKS_NO_ERROR);
-    CHECK_RC(nn_add_operand(m, ANEURALNETWORKS_TENSOR_FLOAT32, 1, din, 0, 0), ANEURALNETWORKS_NO_ERROR);
-    CHECK_RC(nn_add_operand(m, ANEURALNETWORKS_TENSOR_FLOAT32, 4, dout, 0, 0), ANEURALNETWORKS_NO_ERROR);
-    uint32_t in[1] = {0}, out[1] = {1};
-    int rc = ANeuralNetworksModel_addOperation(m, ANEURALNETWORKS_RELU, 1, in, 1, out);
+    int rc = one_op_model(ANEURALNETWORKS_RELU, nn_type(ANEURALNETWORKS_TENSOR_FLOAT32, 1, din, 0, 0),
+                          nn_type(ANEURALNETWORKS_TENSOR_FLOAT32, 4, dout, 0, 0), &m);
+    if (rc < 0) return;
     if (strict_mode()) {
         CHECK_RC(rc, ANEURALNETWORKS_BAD_DATA);
         CHECK(strstr(nnapi_py_last_error(), "output 0 has rank 4, expected 1") != NULL);
@@ -38,18 +74,12 @@ static void relu_output_rank(void) {
         return;
     }
     CHECK_RC(rc, ANEURALNETWORKS_NO_ERROR);
-    CHECK_RC(ANeuralNetworksModel_identifyInputsAndOutputs(m, 1, in, 1, out), ANEURALNETWORKS_NO_ERROR);
-    CHECK_RC(ANeuralNetworksModel_finish(m), ANEURALNETWORKS_NO_ERROR);
+    finish_one_op(m);
     CHECK_RC(nn_compile(m, &c), ANEURALNETWORKS_NO_ERROR);
     float x[3] = {1, -2, 3}, y[3] = {0};
-    CHECK_RC(ANeuralNetworksExecution_create(c, &e), ANEURALNETWORKS_NO_ERROR);
-    CHECK_RC(ANeuralNetworksExecution_setInput(e, 0, NULL, x, sizeof x), ANEURALNETWORKS_NO_ERROR);
-    CHECK_RC(ANeuralNetworksExecution_setOutput(e, 0, NULL, y, sizeof y), ANEURALNETWORKS_NO_ERROR);
-    CHECK_RC(ANeuralNetworksExecution_compute(e), ANEURALNETWORKS_OP_FAILED);
-    const char* why = nnapi_py_last_error();
-    CHECK_MSG(strstr(why, "RELU: output 0 has rank 4, expected 1") != NULL, "%s", why);
-    CHECK_MSG(strstr(why, "checked at execution, as Android does") != NULL, "%s", why);
-    ANeuralNetworksExecution_free(e);
+    static const char* const want[2] = {"RELU: output 0 has rank 4, expected 1",
+                                        "checked at execution, as Android does"};
+    compute_fails(c, x, sizeof x, y, sizeof y, want, 2);
     ANeuralNetworksCompilation_free(c);
     ANeuralNetworksModel_free(m);
 }
@@ -59,25 +89,14 @@ static void tanh_output_quant(void) {
     ck_section("quant8 TANH with the wrong output quantization");
     ANeuralNetworksModel* m = NULL;
     ANeuralNetworksCompilation* c = NULL;
-    uint32_t d[1] = {4};
-    REQUIRE_RC(ANeuralNetworksModel_create(&m), ANEURALNETWORKS_NO_ERROR);
-    CHECK_RC(nn_add_operand(m, ANEURALNETWORKS_TENSOR_QUANT8_ASYMM, 1, d, 0.5f, 128), ANEURALNETWORKS_NO_ERROR);
-    CHECK_RC(nn_add_operand(m, ANEURALNETWORKS_TENSOR_QUANT8_ASYMM, 1, d, 0.5f, 0), ANEURALNETWORKS_NO_ERROR);
-    uint32_t in[1] = {0}, out[1] = {1};
-    int rc = ANeuralNetworksModel_addOperation(m, ANEURALNETWORKS_TANH, 1, in, 1, out);
-    CHECK_RC(rc, strict_mode() ? ANEURALNETWORKS_BAD_DATA : ANEURALNETWORKS_NO_ERROR);
-    if (rc == ANEURALNETWORKS_NO_ERROR) {
-        CHECK_RC(ANeuralNetworksModel_identifyInputsAndOutputs(m, 1, in, 1, out), ANEURALNETWORKS_NO_ERROR);
-        CHECK_RC(ANeuralNetworksModel_finish(m), ANEURALNETWORKS_NO_ERROR);
+    int rc = one_op_model(ANEURALNETWORKS_TANH, nn_type(ANEURALNETWORKS_TENSOR_QUANT8_ASYMM, 1, D4, 0.5f, 128),
+                          nn_type(ANEURALNETWORKS_TENSOR_QUANT8_ASYMM, 1, D4, 0.5f, 0), &m);
+    if (rc >= 0 && accepted_unless_strict(rc)) {
+        finish_one_op(m);
         CHECK_RC(nn_compile(m, &c), ANEURALNETWORKS_NO_ERROR);
         uint8_t x[4] = {1, 2, 3, 4}, y[4] = {0};
-        ANeuralNetworksExecution* e = NULL;
-        CHECK_RC(ANeuralNetworksExecution_create(c, &e), ANEURALNETWORKS_NO_ERROR);
-        CHECK_RC(ANeuralNetworksExecution_setInput(e, 0, NULL, x, sizeof x), ANEURALNETWORKS_NO_ERROR);
-        CHECK_RC(ANeuralNetworksExecution_setOutput(e, 0, NULL, y, sizeof y), ANEURALNETWORKS_NO_ERROR);
-        CHECK_RC(ANeuralNetworksExecution_compute(e), ANEURALNETWORKS_OP_FAILED);
-        CHECK_MSG(strstr(nnapi_py_last_error(), "TANH: output 0 must have scale") != NULL, "%s", nnapi_py_last_error());
-        ANeuralNetworksExecution_free(e);
+        static const char* const want[1] = {"TANH: output 0 must have scale"};
+        compute_fails(c, x, sizeof x, y, sizeof y, want, 1);
         ANeuralNetworksCompilation_free(c);
     }
     ANeuralNetworksModel_free(m);
@@ -108,16 +127,10 @@ static void oem_operation(void) {
     ck_section("OEM_OPERATION");
     ANeuralNetworksModel* m = NULL;
     ANeuralNetworksCompilation* c = NULL;
-    uint32_t d[1] = {4};
-    REQUIRE_RC(ANeuralNetworksModel_create(&m), ANEURALNETWORKS_NO_ERROR);
-    CHECK_RC(nn_add_operand(m, ANEURALNETWORKS_TENSOR_OEM_BYTE, 1, d, 0, 0), ANEURALNETWORKS_NO_ERROR);
-    CHECK_RC(nn_add_operand(m, ANEURALNETWORKS_TENSOR_OEM_BYTE, 1, d, 0, 0), ANEURALNETWORKS_NO_ERROR);
-    uint32_t in[1] = {0}, out[1] = {1};
-    int rc = ANeuralNetworksModel_addOperation(m, ANEURALNETWORKS_OEM_OPERATION, 1, in, 1, out);
-    CHECK_RC(rc, strict_mode() ? ANEURALNETWORKS_BAD_DATA : ANEURALNETWORKS_NO_ERROR);
-    if (rc == ANEURALNETWORKS_NO_ERROR) {
-        CHECK_RC(ANeuralNetworksModel_identifyInputsAndOutputs(m, 1, in, 1, out), ANEURALNETWORKS_NO_ERROR);
-        CHECK_RC(ANeuralNetworksModel_finish(m), ANEURALNETWORKS_NO_ERROR);
+    int rc = one_op_model(ANEURALNETWORKS_OEM_OPERATION, nn_type(ANEURALNETWORKS_TENSOR_OEM_BYTE, 1, D4, 0, 0),
+                          nn_type(ANEURALNETWORKS_TENSOR_OEM_BYTE, 1, D4, 0, 0), &m);
+    if (rc >= 0 && accepted_unless_strict(rc)) {
+        finish_one_op(m);
         ANeuralNetworksDevice* dev = NULL;
         CHECK_RC(ANeuralNetworks_getDevice(0, &dev), ANEURALNETWORKS_NO_ERROR);
         const ANeuralNetworksDevice* devs[1] = {dev};
