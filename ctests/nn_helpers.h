@@ -41,6 +41,17 @@ static CK_UNUSED int nn_add_operand(ANeuralNetworksModel* m, int32_t type, uint3
     return ANeuralNetworksModel_addOperand(m, &t);
 }
 
+/* Every *_free function given NULL: each must be a no-op. */
+static CK_UNUSED void nn_free_null_handles(void) {
+    ANeuralNetworksModel_free(NULL);
+    ANeuralNetworksCompilation_free(NULL);
+    ANeuralNetworksExecution_free(NULL);
+    ANeuralNetworksBurst_free(NULL);
+    ANeuralNetworksMemory_free(NULL);
+    ANeuralNetworksMemoryDesc_free(NULL);
+    ANeuralNetworksEvent_free(NULL);
+}
+
 /* The first non-zero code of a sequence of calls (for building models). */
 #define NN_TRY(rc_var, call)      \
     do {                          \

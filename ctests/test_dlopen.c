@@ -16,11 +16,7 @@
 #include <android/NeuralNetworks.h>
 
 #include "check.h"
-#include "nnapi_functions.h"
-
-/* one function-pointer variable per API function, typed from the header */
-#define DECLARE_PTR(name) static __typeof__(&name) p_##name;
-NNAPI_FUNCTIONS(DECLARE_PTR)
+#include "nn_dlsym.h"
 
 static void* g_lib;
 
@@ -38,20 +34,9 @@ static int load_all(void) {
 
 static void run_add_model(void) {
     ck_section("ADD model through dlsym'd pointers");
-    const uint32_t d[1] = {4};
-    ANeuralNetworksOperandType tf = {.type = ANEURALNETWORKS_TENSOR_FLOAT32, .dimensionCount = 1, .dimensions = d};
-    ANeuralNetworksOperandType ti = {.type = ANEURALNETWORKS_INT32};
-    const int32_t none = ANEURALNETWORKS_FUSED_NONE;
     ANeuralNetworksModel* m = NULL;
     REQUIRE_RC(p_ANeuralNetworksModel_create(&m), ANEURALNETWORKS_NO_ERROR);
-    CHECK_RC(p_ANeuralNetworksModel_addOperand(m, &tf), ANEURALNETWORKS_NO_ERROR);
-    CHECK_RC(p_ANeuralNetworksModel_addOperand(m, &tf), ANEURALNETWORKS_NO_ERROR);
-    CHECK_RC(p_ANeuralNetworksModel_addOperand(m, &ti), ANEURALNETWORKS_NO_ERROR);
-    CHECK_RC(p_ANeuralNetworksModel_addOperand(m, &tf), ANEURALNETWORKS_NO_ERROR);
-    CHECK_RC(p_ANeuralNetworksModel_setOperandValue(m, 2, &none, sizeof none), ANEURALNETWORKS_NO_ERROR);
-    const uint32_t in[3] = {0, 1, 2}, out[1] = {3}, mi[2] = {0, 1};
-    CHECK_RC(p_ANeuralNetworksModel_addOperation(m, ANEURALNETWORKS_ADD, 3, in, 1, out), ANEURALNETWORKS_NO_ERROR);
-    CHECK_RC(p_ANeuralNetworksModel_identifyInputsAndOutputs(m, 2, mi, 1, out), ANEURALNETWORKS_NO_ERROR);
+    nn_dl_add_model(m);
     REQUIRE_RC(p_ANeuralNetworksModel_finish(m), ANEURALNETWORKS_NO_ERROR);
     ANeuralNetworksCompilation* c = NULL;
     REQUIRE_RC(p_ANeuralNetworksCompilation_create(m, &c), ANEURALNETWORKS_NO_ERROR);

@@ -23,10 +23,7 @@
 #include <android/NeuralNetworks.h>
 
 #include "check.h"
-#include "nnapi_functions.h"
-
-#define DECLARE_PTR(name) static __typeof__(&name) p_##name;
-NNAPI_FUNCTIONS(DECLARE_PTR)
+#include "nn_dlsym.h"
 
 static const int64_t LEVEL_CODE[9] = {0, 27, 28, 29, 30, 31, 1000006, 1000007, 1000008};
 
@@ -59,19 +56,9 @@ static const uint32_t D4[1] = {4};
 
 /* x + y (+ FuseCode NONE) -> out; returns the model, finished */
 static ANeuralNetworksModel* add_model(int level) {
-    ANeuralNetworksOperandType tf = {.type = ANEURALNETWORKS_TENSOR_FLOAT32, .dimensionCount = 1, .dimensions = D4};
-    ANeuralNetworksOperandType ti = {.type = ANEURALNETWORKS_INT32};
-    const int32_t none = ANEURALNETWORKS_FUSED_NONE;
     ANeuralNetworksModel* m = NULL;
     if (!CHECK_RC(p_ANeuralNetworksModel_create(&m), ANEURALNETWORKS_NO_ERROR)) return NULL;
-    CHECK_RC(p_ANeuralNetworksModel_addOperand(m, &tf), ANEURALNETWORKS_NO_ERROR);
-    CHECK_RC(p_ANeuralNetworksModel_addOperand(m, &tf), ANEURALNETWORKS_NO_ERROR);
-    CHECK_RC(p_ANeuralNetworksModel_addOperand(m, &ti), ANEURALNETWORKS_NO_ERROR);
-    CHECK_RC(p_ANeuralNetworksModel_addOperand(m, &tf), ANEURALNETWORKS_NO_ERROR);
-    CHECK_RC(p_ANeuralNetworksModel_setOperandValue(m, 2, &none, sizeof none), ANEURALNETWORKS_NO_ERROR);
-    const uint32_t in[3] = {0, 1, 2}, out[1] = {3}, mi[2] = {0, 1};
-    CHECK_RC(p_ANeuralNetworksModel_addOperation(m, ANEURALNETWORKS_ADD, 3, in, 1, out), ANEURALNETWORKS_NO_ERROR);
-    CHECK_RC(p_ANeuralNetworksModel_identifyInputsAndOutputs(m, 2, mi, 1, out), ANEURALNETWORKS_NO_ERROR);
+    nn_dl_add_model(m);
     if (level >= 2)     /* Android P: the delegate's allow_fp16 */
         CHECK_RC(p_ANeuralNetworksModel_relaxComputationFloat32toFloat16(m, true), ANEURALNETWORKS_NO_ERROR);
     if (!CHECK_RC(p_ANeuralNetworksModel_finish(m), ANEURALNETWORKS_NO_ERROR)) {

@@ -25,6 +25,7 @@
 #include <android/NeuralNetworks.h>
 
 #include "check.h"
+#include "nn_helpers.h"
 
 #define FAIL_RC ANEURALNETWORKS_OP_FAILED
 
@@ -164,13 +165,7 @@ int main(void) {
                (unsigned long long)ANeuralNetworks_getMaximumLoopTimeout());
 
         /* *_free: NULL and the dummy handles */
-        ANeuralNetworksModel_free(NULL);
-        ANeuralNetworksCompilation_free(NULL);
-        ANeuralNetworksExecution_free(NULL);
-        ANeuralNetworksBurst_free(NULL);
-        ANeuralNetworksMemory_free(NULL);
-        ANeuralNetworksMemoryDesc_free(NULL);
-        ANeuralNetworksEvent_free(NULL);
+        nn_free_null_handles();
         ANeuralNetworksModel_free(fm);
         ANeuralNetworksCompilation_free(fc);
         ANeuralNetworksExecution_free(fe);
