@@ -119,19 +119,20 @@ class Running:
 
 
 class _StatePair:
-    """Two reusable executions of a model (a streaming one's state buffers alternate: execution 0
-    reads the variables from buffer set 0 and writes their next values into set 1, execution 1
-    the other way round), every input bound to a buffer of the pair's own: a step copies its real
-    inputs into those buffers and its real outputs out, and no state (a wake-word model carries a
-    few dozen variable tensors: copying each in and out through one execution cost about a fifth
-    of a step).  A variable only read is one array both read; one only assigned is an output kept
-    per execution (copied into the array both read where it is also read but its input and output
-    operands differ in type or shape).  ValueError when the model's inputs are not all arrays of
-    fixed shape and of the dtypes run() hands over (then run() makes fresh executions)."""
+    """Two reusable executions of a model whose state buffers alternate (one execution where no
+    state alternates): execution 0 reads the variables from buffer set 0 and writes their next
+    values into set 1, execution 1 the other way round; every input is bound to a buffer of the
+    pair's own.  A step copies its real inputs into those buffers and its real outputs out, and
+    no state (a wake-word model carries a few dozen variable tensors: copying each in and out
+    through one execution cost about a fifth of a step).  A variable only read is one array both
+    read; one only assigned is an output kept per execution (copied into the array both read
+    where it is also read but its input and output operands differ in type or shape).
+    ValueError when the model's inputs are not all arrays of fixed shape and of the dtypes run()
+    hands over (then run() makes fresh executions)."""
 
     def __init__(self, model):
         comp = model.compilation
-        self.execs = [comp.execution(reusable=True), comp.execution(reusable=True)]
+        self.execs = [comp.execution(reusable=True)]
         self.names = list(model.output_names)
         self.ins, self.outs = list(model._state_in), list(model._state_out)
         tin = {o.name: o for o in model.nn_model.inputs}
@@ -155,6 +156,9 @@ class _StatePair:
             self.bufs[0][v] = a
             self.bufs[1][v] = a.copy() if alternate else a      # only read: one array for both
         self.paired = {v for v in self.outs if v in self.bufs[0] and self.bufs[1][v] is not self.bufs[0][v]}
+        # a second execution only where state alternates: two executions of one plan take turns
+        # binding its arena (about 2 us a run), so a model without paired state keeps to one
+        self.execs.append(comp.execution(reusable=True) if self.paired else self.execs[0])
         # variables assigned but not alternated: (variable, result name, the array both read or None)
         self.kept = [(v, "state:" + v, self.bufs[0].get(v)) for v in self.outs if v not in self.paired]
         self.k = 0                          # the execution to run next (it reads bufs[k])
@@ -177,11 +181,14 @@ class _StatePair:
             bound.update(zip(self.feed_names, self.feeds[k]))
             res = inout.first_run(ex, bound, {"state:" + v: self.bufs[1 - k][v] for v in self.paired}, {})
             self.bound[k] = True
+            if self.execs[1] is ex:         # one execution in both places (no paired state)
+                self.bound[1 - k] = True
         for v, key, both in self.kept:
             self.last[v] = r = res[key]
             if both is not None:            # read too, but of another dtype / shape: copied
                 both[...] = r
-        self.k = 1 - k
+        if self.paired:
+            self.k = 1 - k
         return [res[n].copy() for n in self.names]
 
     def values(self):
