@@ -211,23 +211,18 @@ def _add_sub_table(a, b, out, fuse, negate_second):
     return np.clip(acc, lo, hi).astype(C.DTYPES[out.type])
 
 
-@register
-class Add(Binary):
-    name = "ADD"
-    ufunc = staticmethod(np.add)
+class _AddSub(Binary):
+    negate_second = False
 
     def quant_kernel(self, a, b, out, fuse):
-        return _add_sub_kernel(a, b, out, fuse, negate_second=False)
+        return _add_sub_kernel(a, b, out, fuse, negate_second=self.negate_second)
 
 
-@register
-class Sub(Binary):
-    name = "SUB"
-    ufunc = staticmethod(np.subtract)
-    type_levels = {F32: 2, F16: 3, Q8: 3, Q8S: 4, I32: 4}
-
-    def quant_kernel(self, a, b, out, fuse):
-        return _add_sub_kernel(a, b, out, fuse, negate_second=True)
+register_variants(_AddSub, globals(), [
+    ("Add", dict(name="ADD", ufunc=staticmethod(np.add))),
+    ("Sub", dict(name="SUB", ufunc=staticmethod(np.subtract), negate_second=True,
+                 type_levels={F32: 2, F16: 3, Q8: 3, Q8S: 4, I32: 4})),
+])
 
 
 @register

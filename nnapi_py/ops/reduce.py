@@ -244,18 +244,10 @@ class _LogicalReduce(_Reduce):
         return k
 
 
-@register
-class ReduceAll(_LogicalReduce):
-    name = "REDUCE_ALL"
-    func = staticmethod(np.all)
-    ufunc = np.logical_and
-
-
-@register
-class ReduceAny(_LogicalReduce):
-    name = "REDUCE_ANY"
-    func = staticmethod(np.any)
-    ufunc = np.logical_or
+register_variants(_LogicalReduce, globals(), [
+    ("ReduceAll", dict(name="REDUCE_ALL", func=staticmethod(np.all), ufunc=np.logical_and)),
+    ("ReduceAny", dict(name="REDUCE_ANY", func=staticmethod(np.any), ufunc=np.logical_or)),
+])
 
 
 # ---- ARGMAX / ARGMIN -------------------------------------------------------------------------
@@ -310,18 +302,10 @@ class _ArgMinMax(Op):
         return k
 
 
-@register
-class ArgMax(_ArgMinMax):
-    name = "ARGMAX"
-    func = staticmethod(np.argmax)
-    nan_fill = -np.inf
-
-
-@register
-class ArgMin(_ArgMinMax):
-    name = "ARGMIN"
-    func = staticmethod(np.argmin)
-    nan_fill = np.inf
+register_variants(_ArgMinMax, globals(), [
+    ("ArgMax", dict(name="ARGMAX", func=staticmethod(np.argmax), nan_fill=-np.inf)),
+    ("ArgMin", dict(name="ARGMIN", func=staticmethod(np.argmin), nan_fill=np.inf)),
+])
 
 
 # ---- TOPK_V2 ---------------------------------------------------------------------------------
