@@ -46,49 +46,48 @@ static rec_t crec[MAXREC], erec[MAXREC];
 static int ncomp, nexec;
 static int my_context;
 
-static void on_compilation(const void* context, const ANeuralNetworksDiagnosticCompilationInfo* i) {
+/* The fields both kinds of diagnostic info have, read into r through the SL table; KIND is
+   Compilation or Execution (the getters differ only in that word). */
+#define RECORD_COMMON(r, KIND, context, i)                                                 \
+    do {                                                                                   \
+        (r)->context = (context);                                                          \
+        (r)->session = T->SL_ANeuralNetworksDiagnostic##KIND##Info_getSessionId(i);        \
+        (r)->version = T->SL_ANeuralNetworksDiagnostic##KIND##Info_getNnApiVersion(i);     \
+        const uint8_t* h_ = T->SL_ANeuralNetworksDiagnostic##KIND##Info_getModelArchHash(i); \
+        if (h_) memcpy((r)->hash, h_, 32);                                                 \
+        const char* d_ = T->SL_ANeuralNetworksDiagnostic##KIND##Info_getDeviceIds(i);      \
+        snprintf((r)->devices, sizeof (r)->devices, "%s", d_ ? d_ : "(null)");             \
+        (r)->error = (int32_t)T->SL_ANeuralNetworksDiagnostic##KIND##Info_getErrorCode(i); \
+        (r)->in_class = T->SL_ANeuralNetworksDiagnostic##KIND##Info_getInputDataClass(i);  \
+        (r)->out_class = T->SL_ANeuralNetworksDiagnostic##KIND##Info_getOutputDataClass(i); \
+        (r)->caching = T->SL_ANeuralNetworksDiagnostic##KIND##Info_isCachingEnabled(i);    \
+        (r)->control_flow = T->SL_ANeuralNetworksDiagnostic##KIND##Info_isControlFlowUsed(i); \
+        (r)->dynamic = T->SL_ANeuralNetworksDiagnostic##KIND##Info_areDynamicTensorsUsed(i); \
+    } while (0)
+
+/* Takes rec_lock (the caller releases it) and the next free record of recs, NULL when all are used. */
+static rec_t* lock_next_record(rec_t* recs, int* n) {
     pthread_mutex_lock(&rec_lock);
-    if (ncomp < MAXREC) {
-        rec_t* r = &crec[ncomp++];
-        r->context = context;
-        r->session = T->SL_ANeuralNetworksDiagnosticCompilationInfo_getSessionId(i);
-        r->version = T->SL_ANeuralNetworksDiagnosticCompilationInfo_getNnApiVersion(i);
-        const uint8_t* h = T->SL_ANeuralNetworksDiagnosticCompilationInfo_getModelArchHash(i);
-        if (h) memcpy(r->hash, h, 32);
-        const char* d = T->SL_ANeuralNetworksDiagnosticCompilationInfo_getDeviceIds(i);
-        snprintf(r->devices, sizeof r->devices, "%s", d ? d : "(null)");
-        r->error = T->SL_ANeuralNetworksDiagnosticCompilationInfo_getErrorCode(i);
-        r->in_class = T->SL_ANeuralNetworksDiagnosticCompilationInfo_getInputDataClass(i);
-        r->out_class = T->SL_ANeuralNetworksDiagnosticCompilationInfo_getOutputDataClass(i);
+    return *n < MAXREC ? &recs[(*n)++] : NULL;
+}
+
+static void on_compilation(const void* context, const ANeuralNetworksDiagnosticCompilationInfo* i) {
+    rec_t* r = lock_next_record(crec, &ncomp);
+    if (r) {
+        RECORD_COMMON(r, Compilation, context, i);
         r->t_compile = T->SL_ANeuralNetworksDiagnosticCompilationInfo_getCompilationTimeNanos(i);
-        r->caching = T->SL_ANeuralNetworksDiagnosticCompilationInfo_isCachingEnabled(i);
-        r->control_flow = T->SL_ANeuralNetworksDiagnosticCompilationInfo_isControlFlowUsed(i);
-        r->dynamic = T->SL_ANeuralNetworksDiagnosticCompilationInfo_areDynamicTensorsUsed(i);
     }
     pthread_mutex_unlock(&rec_lock);
 }
 
 static void on_execution(const void* context, const ANeuralNetworksDiagnosticExecutionInfo* i) {
-    pthread_mutex_lock(&rec_lock);
-    if (nexec < MAXREC) {
-        rec_t* r = &erec[nexec++];
-        r->context = context;
-        r->session = T->SL_ANeuralNetworksDiagnosticExecutionInfo_getSessionId(i);
-        r->version = T->SL_ANeuralNetworksDiagnosticExecutionInfo_getNnApiVersion(i);
-        const uint8_t* h = T->SL_ANeuralNetworksDiagnosticExecutionInfo_getModelArchHash(i);
-        if (h) memcpy(r->hash, h, 32);
-        const char* d = T->SL_ANeuralNetworksDiagnosticExecutionInfo_getDeviceIds(i);
-        snprintf(r->devices, sizeof r->devices, "%s", d ? d : "(null)");
+    rec_t* r = lock_next_record(erec, &nexec);
+    if (r) {
+        RECORD_COMMON(r, Execution, context, i);
         r->mode = T->SL_ANeuralNetworksDiagnosticExecutionInfo_getExecutionMode(i);
-        r->error = (int32_t)T->SL_ANeuralNetworksDiagnosticExecutionInfo_getErrorCode(i);
-        r->in_class = T->SL_ANeuralNetworksDiagnosticExecutionInfo_getInputDataClass(i);
-        r->out_class = T->SL_ANeuralNetworksDiagnosticExecutionInfo_getOutputDataClass(i);
         r->t_runtime = T->SL_ANeuralNetworksDiagnosticExecutionInfo_getRuntimeExecutionTimeNanos(i);
         r->t_driver = T->SL_ANeuralNetworksDiagnosticExecutionInfo_getDriverExecutionTimeNanos(i);
         r->t_hardware = T->SL_ANeuralNetworksDiagnosticExecutionInfo_getHardwareExecutionTimeNanos(i);
-        r->caching = T->SL_ANeuralNetworksDiagnosticExecutionInfo_isCachingEnabled(i);
-        r->control_flow = T->SL_ANeuralNetworksDiagnosticExecutionInfo_isControlFlowUsed(i);
-        r->dynamic = T->SL_ANeuralNetworksDiagnosticExecutionInfo_areDynamicTensorsUsed(i);
     }
     pthread_mutex_unlock(&rec_lock);
 }
