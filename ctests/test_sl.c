@@ -92,6 +92,15 @@ static void on_execution(const void* context, const ANeuralNetworksDiagnosticExe
     pthread_mutex_unlock(&rec_lock);
 }
 
+/* A copy of the latest execution record (the first slot when there is none); *n the count. */
+static rec_t last_execution(int* n) {
+    pthread_mutex_lock(&rec_lock);
+    *n = nexec;
+    rec_t r = erec[*n > 0 ? *n - 1 : 0];
+    pthread_mutex_unlock(&rec_lock);
+    return r;
+}
+
 static int nonzero(const uint8_t* h) {
     for (int k = 0; k < 32; k++)
         if (h[k]) return 1;
@@ -383,10 +392,8 @@ static void run_model(void) {
         int fd = -1;
         CHECK_RC(T->ANeuralNetworksEvent_getSyncFenceFd(ev, &fd), ANEURALNETWORKS_NO_ERROR);
         if (fd >= 0) close(fd);
-        pthread_mutex_lock(&rec_lock);
-        int n = nexec;
-        rec_t r = erec[n > 0 ? n - 1 : 0];
-        pthread_mutex_unlock(&rec_lock);
+        int n;
+        rec_t r = last_execution(&n);
         if (CHECK_VAL(n, 3)) {
             CHECK_VAL(r.mode, ANNDIAG_EXECUTION_MODE_ASYNC_WITH_DEPS);
             CHECK_VAL(r.t_runtime, UINT64_MAX);      /* Android reports no runtime time for this mode */
@@ -407,10 +414,8 @@ static void run_model(void) {
         CHECK_RC(start(e, &ev), ANEURALNETWORKS_NO_ERROR);
         CHECK_RC(T->ANeuralNetworksEvent_wait(ev), ANEURALNETWORKS_NO_ERROR);
         CHECK(sums_ok(y));
-        pthread_mutex_lock(&rec_lock);
-        int n = nexec;
-        rec_t r = erec[n > 0 ? n - 1 : 0];
-        pthread_mutex_unlock(&rec_lock);
+        int n;
+        rec_t r = last_execution(&n);
         if (CHECK_VAL(n, 4)) {
             CHECK_VAL(r.mode, ANNDIAG_EXECUTION_MODE_ASYNC);
             CHECK(r.t_runtime > 0 && r.t_runtime != UINT64_MAX);
