@@ -37,6 +37,22 @@ static double now_s(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* On a new *m: ADD(input 0, input 1, FuseCode NONE) -> output 3 with the three tensor types given,
+   finished; each of its nine steps a check. */
+static void add_model(ANeuralNetworksModel** m, ANeuralNetworksOperandType ta, ANeuralNetworksOperandType tb,
+                      ANeuralNetworksOperandType to) {
+    CHECK_RC(ANeuralNetworksModel_create(m), E_OK);
+    CHECK_RC(ANeuralNetworksModel_addOperand(*m, &ta), E_OK);
+    CHECK_RC(ANeuralNetworksModel_addOperand(*m, &tb), E_OK);
+    CHECK_RC(nn_add_operand(*m, ANEURALNETWORKS_INT32, 0, NULL, 0, 0), E_OK);
+    CHECK_RC(ANeuralNetworksModel_addOperand(*m, &to), E_OK);
+    CHECK_RC(ANeuralNetworksModel_setOperandValue(*m, 2, &kNone, 4), E_OK);
+    uint32_t in[3] = {0, 1, 2}, out[1] = {3}, mi[2] = {0, 1};
+    CHECK_RC(ANeuralNetworksModel_addOperation(*m, ANEURALNETWORKS_ADD, 3, in, 1, out), E_OK);
+    CHECK_RC(ANeuralNetworksModel_identifyInputsAndOutputs(*m, 2, mi, 1, out), E_OK);
+    CHECK_RC(ANeuralNetworksModel_finish(*m), E_OK);
+}
+
 /* ------------------------------------------------------------------------ */
 
 static void test_devices(void) {
@@ -134,17 +150,8 @@ static void test_add_basic(void) {
 
     /* broadcasting: [2,3] + [3] */
     m = NULL;
-    CHECK_RC(ANeuralNetworksModel_create(&m), E_OK);
     const uint32_t d3[1] = {3};
-    CHECK_RC(nn_add_operand(m, F32, 2, d23, 0, 0), E_OK);
-    CHECK_RC(nn_add_operand(m, F32, 1, d3, 0, 0), E_OK);
-    CHECK_RC(nn_add_operand(m, ANEURALNETWORKS_INT32, 0, NULL, 0, 0), E_OK);
-    CHECK_RC(nn_add_operand(m, F32, 2, d23, 0, 0), E_OK);
-    CHECK_RC(ANeuralNetworksModel_setOperandValue(m, 2, &kNone, 4), E_OK);
-    uint32_t in[3] = {0, 1, 2}, out[1] = {3}, mi[2] = {0, 1};
-    CHECK_RC(ANeuralNetworksModel_addOperation(m, ANEURALNETWORKS_ADD, 3, in, 1, out), E_OK);
-    CHECK_RC(ANeuralNetworksModel_identifyInputsAndOutputs(m, 2, mi, 1, out), E_OK);
-    CHECK_RC(ANeuralNetworksModel_finish(m), E_OK);
+    add_model(&m, nn_type(F32, 2, d23, 0, 0), nn_type(F32, 1, d3, 0, 0), nn_type(F32, 2, d23, 0, 0));
     c = NULL;
     CHECK_RC(nn_compile(m, &c), E_OK);
     float row[3] = {100, 200, 300};
@@ -792,16 +799,7 @@ static void test_float16(void) {
     ck_section("float16 ADD");
     const uint32_t d4[1] = {4};
     ANeuralNetworksModel* m = NULL;
-    CHECK_RC(ANeuralNetworksModel_create(&m), E_OK);
-    CHECK_RC(nn_add_operand(m, ANEURALNETWORKS_TENSOR_FLOAT16, 1, d4, 0, 0), E_OK);
-    CHECK_RC(nn_add_operand(m, ANEURALNETWORKS_TENSOR_FLOAT16, 1, d4, 0, 0), E_OK);
-    CHECK_RC(nn_add_operand(m, ANEURALNETWORKS_INT32, 0, NULL, 0, 0), E_OK);
-    CHECK_RC(nn_add_operand(m, ANEURALNETWORKS_TENSOR_FLOAT16, 1, d4, 0, 0), E_OK);
-    CHECK_RC(ANeuralNetworksModel_setOperandValue(m, 2, &kNone, 4), E_OK);
-    uint32_t in[3] = {0, 1, 2}, out[1] = {3}, mi[2] = {0, 1};
-    CHECK_RC(ANeuralNetworksModel_addOperation(m, ANEURALNETWORKS_ADD, 3, in, 1, out), E_OK);
-    CHECK_RC(ANeuralNetworksModel_identifyInputsAndOutputs(m, 2, mi, 1, out), E_OK);
-    CHECK_RC(ANeuralNetworksModel_finish(m), E_OK);
+    add_model(&m, nn_type(ANEURALNETWORKS_TENSOR_FLOAT16, 1, d4, 0, 0), nn_type(ANEURALNETWORKS_TENSOR_FLOAT16, 1, d4, 0, 0), nn_type(ANEURALNETWORKS_TENSOR_FLOAT16, 1, d4, 0, 0));
     ANeuralNetworksCompilation* c = NULL;
     CHECK_RC(nn_compile(m, &c), E_OK);
     const float fa[4] = {1.5f, -2.25f, 1024.f, 0.125f}, fb[4] = {2.25f, 0.25f, 1.f, -0.125f};
@@ -829,16 +827,7 @@ static void test_quant8(void) {
     ck_section("quant8 ADD with different scales");
     const uint32_t d4[1] = {4};
     ANeuralNetworksModel* m = NULL;
-    CHECK_RC(ANeuralNetworksModel_create(&m), E_OK);
-    CHECK_RC(nn_add_operand(m, ANEURALNETWORKS_TENSOR_QUANT8_ASYMM, 1, d4, 0.5f, 128), E_OK);
-    CHECK_RC(nn_add_operand(m, ANEURALNETWORKS_TENSOR_QUANT8_ASYMM, 1, d4, 0.25f, 100), E_OK);
-    CHECK_RC(nn_add_operand(m, ANEURALNETWORKS_INT32, 0, NULL, 0, 0), E_OK);
-    CHECK_RC(nn_add_operand(m, ANEURALNETWORKS_TENSOR_QUANT8_ASYMM, 1, d4, 1.0f, 50), E_OK);
-    CHECK_RC(ANeuralNetworksModel_setOperandValue(m, 2, &kNone, 4), E_OK);
-    uint32_t in[3] = {0, 1, 2}, out[1] = {3}, mi[2] = {0, 1};
-    CHECK_RC(ANeuralNetworksModel_addOperation(m, ANEURALNETWORKS_ADD, 3, in, 1, out), E_OK);
-    CHECK_RC(ANeuralNetworksModel_identifyInputsAndOutputs(m, 2, mi, 1, out), E_OK);
-    CHECK_RC(ANeuralNetworksModel_finish(m), E_OK);
+    add_model(&m, nn_type(ANEURALNETWORKS_TENSOR_QUANT8_ASYMM, 1, d4, 0.5f, 128), nn_type(ANEURALNETWORKS_TENSOR_QUANT8_ASYMM, 1, d4, 0.25f, 100), nn_type(ANEURALNETWORKS_TENSOR_QUANT8_ASYMM, 1, d4, 1.0f, 50));
     ANeuralNetworksCompilation* c = NULL;
     CHECK_RC(nn_compile(m, &c), E_OK);
     uint8_t qa[4] = {130, 140, 100, 255}, qb[4] = {104, 0, 120, 255}, qo[4] = {0};
@@ -920,17 +909,8 @@ static void test_dynamic_output(void) {
     ck_section("dynamic output shape, OUTPUT_INSUFFICIENT_SIZE");
     /* inputs fully specified [2,3]; output declared [0,0] */
     ANeuralNetworksModel* m = NULL;
-    CHECK_RC(ANeuralNetworksModel_create(&m), E_OK);
     const uint32_t d23[2] = {2, 3}, d00[2] = {0, 0};
-    CHECK_RC(nn_add_operand(m, F32, 2, d23, 0, 0), E_OK);
-    CHECK_RC(nn_add_operand(m, F32, 2, d23, 0, 0), E_OK);
-    CHECK_RC(nn_add_operand(m, ANEURALNETWORKS_INT32, 0, NULL, 0, 0), E_OK);
-    CHECK_RC(nn_add_operand(m, F32, 2, d00, 0, 0), E_OK);
-    CHECK_RC(ANeuralNetworksModel_setOperandValue(m, 2, &kNone, 4), E_OK);
-    uint32_t in[3] = {0, 1, 2}, out[1] = {3}, mi[2] = {0, 1};
-    CHECK_RC(ANeuralNetworksModel_addOperation(m, ANEURALNETWORKS_ADD, 3, in, 1, out), E_OK);
-    CHECK_RC(ANeuralNetworksModel_identifyInputsAndOutputs(m, 2, mi, 1, out), E_OK);
-    CHECK_RC(ANeuralNetworksModel_finish(m), E_OK);
+    add_model(&m, nn_type(F32, 2, d23, 0, 0), nn_type(F32, 2, d23, 0, 0), nn_type(F32, 2, d00, 0, 0));
     ANeuralNetworksCompilation* c = NULL;
     CHECK_RC(nn_compile(m, &c), E_OK);
     float a[6] = {1, 2, 3, 4, 5, 6}, b[6] = {1, 1, 1, 2, 2, 2}, o[6] = {0};
