@@ -12,7 +12,9 @@ import pytest
 
 PKG = pathlib.Path(__file__).resolve().parent.parent / "nnapi_py"
 OPS = PKG / "ops"
-SHARED = {"base", "quant", "common", "padding", "registry", "__init__"}
+SHARED = {"base", "quant", "common", "padding", "registry", "__init__",
+          "convgeom", "convquant", "im2col", "convsmall",      # what the convolution modules share
+          "boxes", "nms"}                                        # what the detection modules share
 
 
 def _imports(path):
