@@ -371,7 +371,7 @@ def test_conv_few_patches_wide_filter(monkeypatch, h, o):
     against the exact integer reference either way."""
     import nnapi_py as nn
     from nnapi_py import constants as C
-    from nnapi_py.ops import conv as CV
+    from nnapi_py.ops import convquant as CV
     held = []
     orig = CV._Packed.transposed_only
 
@@ -447,7 +447,7 @@ def test_conv_prefers_the_stage_without_fix_up_to_the_folded_one(monkeypatch):
     reference either way, and some layers switch."""
     import nnapi_py as nn
     from nnapi_py import constants as C
-    from nnapi_py.ops import conv as CV
+    from nnapi_py.ops import convquant as CV
     chosen = []
     orig = CV._StageCache.__init__
 
@@ -602,7 +602,7 @@ def test_conv_bias_summed_by_the_gemm(monkeypatch, path, zx):
     form."""
     import nnapi_py as nn
     from nnapi_py import constants as C
-    from nnapi_py.ops import conv as CV
+    from nnapi_py.ops import convquant as CV
     taken = []
     orig = CV._StageCache._in_product
 
@@ -696,7 +696,7 @@ def test_conv_per_channel_bounds_at_the_extremes(monkeypatch):
     integer reference, the same bytes as with the one bound for all channels."""
     import nnapi_py as nn
     from nnapi_py import constants as C
-    from nnapi_py.ops import conv as CV
+    from nnapi_py.ops import convquant as CV
     bounds = []
     orig = Q.OutputStage.__init__
 

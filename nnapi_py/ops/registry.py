@@ -8,7 +8,7 @@ from .base import OPS, Op
 # one module per family; each registers its operations with @register on import
 _MODULES = (
     "elementwise", "unary", "activation", "normalization", "convert",   # family 1
-    "conv", "dense", "pool", "resize", "spatial",                          # family 2
+    "conv", "depthwise_conv", "transpose_conv", "dense", "pool", "resize", "spatial",   # family 2
     "shape", "slicing", "reduce", "gather",                                # family 3
     "control",                                                             # IF, WHILE
     "detection",                                                           # NMS, ROI, proposals, SSD

@@ -1,0 +1,229 @@
+"""Shared layer of the convolutions: the small-tensor kernels (a few output pixels or a one-pixel
+filter window, float and quantized), which skip the row blocking of im2col.py.
+"""
+import numpy as np
+
+from .base import kept_array
+from . import quant as Q
+from .common import Scratch
+from .im2col import _patch_index
+
+
+def _small_direct_conv(res, pk, bias, dims, pads, geom, o):
+    """The small quantized CONV_2D in quant.DirectProduct's form (quant.direct_columns: the
+    requantization folded into the product exactly, with the negative side's correction as a
+    second block of columns where the stage has one): the input cast into a float64 row that
+    ends with the padding's value (the input zero point) and a one, every patch of it gathered
+    into a kept block by one take (a 1x1 convolution without padding or stride: the row's
+    values are the patches, no gather), one product into a kept block, the clamp stored into
+    bytes, and the int8 top-bit flip or the sum of the two blocks' bytes: 4-5 numpy calls.
+    None where the stage has no such form."""
+    n, h, w, c = dims
+    kh, kw, (sh, sw), (dh, dw), oh, ow = geom
+    qs = res.stages.qs
+    zx = res.zp
+    st = qs.stage(bias, pk.bound, pk.ch_bound())
+    form = Q.direct_columns(pk.mat, zx, st, qs.out.dtype)
+    if form is None or Q._CLIP_UFUNC is None:
+        return None
+    wd, low, high, combine = form
+    kdim, nb = wd.shape[0] - 1, wd.shape[1]
+    wd = np.ascontiguousarray(wd.reshape(kdim + 1, nb * o))
+    signed = qs.out.dtype == np.int8
+    hwc, npix = h * w * c, oh * ow
+    plain = (kh, kw, sh, sw) == (1, 1, 1, 1) and not any(pads)     # the input is the patches
+    if not plain:
+        idx = _patch_index(dims, pads, geom, hwc, hwc + 1)          # [npix, kdim + 1] in one image
+        idx = np.ascontiguousarray((idx[None] + (np.arange(n) * (hwc + 2))[:, None, None])
+                                   .reshape(n * npix, kdim + 1))
+    clip, copyto, dot, add, xor = Q._CLIP_UFUNC, np.copyto, np.dot, np.add, np.bitwise_xor
+    flip = np.full(o, -128, np.int8)
+    pool = []
+    pop, push = pool.pop, pool.append
+
+    def new():
+        cols = np.ones((n * npix, kdim + 1), np.float64)     # the last column: the bias row's one
+        if plain:
+            xa, xin = cols, cols[:, :kdim].reshape(n, h, w, c)
+        else:
+            xa = np.empty((n, hwc + 2), np.float64)
+            xa[:, hwc], xa[:, hwc + 1] = zx, 1              # the padding's value, the one
+            xin = xa[:, :hwc].reshape(n, h, w, c)
+        z = np.empty((n * npix, nb * o), np.float64)
+        b = np.empty((n * npix, nb * o), np.uint8)
+        v = b.view(np.int8) if signed else b
+        return [xa.reshape(-1), xin, cols, z, b, v[:, :o], v[:, o:], None, None]
+
+    first = new()
+    if not np.shares_memory(first[1], first[0]):            # (the input's view must be written in place)
+        return None
+    push(first)
+
+    def run(x, out):
+        try:
+            f = pop()
+        except IndexError:
+            f = new()
+        copyto(f[1], x, casting="unsafe")
+        if not plain:
+            f[0].take(idx, None, f[2], "clip")
+        dot(f[2], wd, out=f[3])
+        if out is f[7]:
+            r = f[8]
+        elif out.flags.c_contiguous:
+            r = out.reshape(n * npix, o)
+            if kept_array(out):
+                f[7], f[8] = out, r
+        else:                       # (a strided output: through a contiguous block)
+            r = np.empty((n * npix, o), out.dtype)
+        if combine == "store":
+            clip(f[3], low, high, out=r, casting="unsafe")
+        else:
+            clip(f[3], low, high, out=f[4], casting="unsafe")
+            if combine == "flip":
+                xor(f[5], flip, out=r)
+            else:                   # the two blocks' bytes: their wrapping sum
+                add(f[5], f[6], out=r)
+        if not out.flags.c_contiguous:
+            out[...] = r.reshape(out.shape)
+        push(f)
+    return run
+
+
+def _small_quant_conv(res, pk, bias, dims, pads, geom, o):
+    """The quantized CONV_2D of a small image with a constant filter and bias (the small-tensor
+    path, common.SMALL): every patch gathered by one advanced index from the input's values in
+    the product's dtype (centred by the zero point or not, as the general kernel: res.centring),
+    followed by the padding's value and, where the GEMM adds the bias (res.augmented), a one;
+    one product; the general kernel's epilogue (OutputStage).  The same exact integer sums, so
+    the same bytes, in 4 numpy calls before the epilogue instead of a copy per patch block."""
+    n, h, w, c = dims
+    pt, pl = pads
+    kh, kw, (sh, sw), (dh, dw), oh, ow = geom
+    direct = _small_direct_conv(res, pk, bias, dims, pads, geom, o)
+    if direct is not None:
+        return direct
+    zx, fill = res.centring(pk, bias)
+    aug = res.augmented(pk, bias)
+    mat = (aug if aug is not None else pk).mat
+    epi = res.epilogue(pk, bias)
+    dt = pk.dtype
+    hwc = h * w * c
+    oy, ox, ky, kx, ci = np.ix_(np.arange(oh), np.arange(ow), np.arange(kh), np.arange(kw), np.arange(c))
+    iy, ix = oy * sh + ky * dh - pt, ox * sw + kx * dw - pl
+    inside = (iy >= 0) & (iy < h) & (ix >= 0) & (ix < w)
+    idx = np.where(inside, (iy * w + ix) * c + ci, hwc).reshape(oh * ow, kh * kw * c)
+    if aug is not None:                 # the ones column of the bias row
+        idx = np.hstack([idx, np.full((oh * ow, 1), hwc + 1)])
+    idx = np.ascontiguousarray(idx, np.intp)
+    pad = dt(fill if not zx else 0)     # the padding's value in the product's domain
+    zxv = dt(zx)
+    scratch = Scratch()
+
+    def init(a):
+        a[:, hwc] = pad
+        a[:, hwc + 1] = 1
+
+    def run(x, out):
+        bufs = scratch.take()
+        try:
+            xa = bufs.array("xa", (n, hwc + 2), dt, init=init)
+            v = xa[:, :hwc]
+            if zx:
+                np.subtract(x.reshape(n, hwc), zxv, out=v)
+            else:
+                np.copyto(v, x.reshape(n, hwc), casting="unsafe")
+            acc = np.matmul(xa[:, idx], mat)            # [n, OH*OW, O]
+            epi(acc.reshape(n, oh, ow, o), out, False)
+        finally:
+            scratch.give(bufs)
+    return run
+
+
+def _small_quant_dw(res, taps, bias, dims, pads, geom, m):
+    """The quantized DEPTHWISE_CONV_2D of a small image (the small-tensor path, common.SMALL)
+    with a constant filter and bias, in quant.DirectProduct's form (quant.direct_columns: the
+    requantization folded into the product exactly, the negative side's correction as a second
+    block where the stage has one): the input cast into a float64 row followed by a channel row
+    of the padding's value (the input zero point) and one of ones; every output pixel's taps of
+    every channel gathered from it by one take ([pixels, taps + 1, channels], the last tap the
+    ones); one einsum with the weights [taps + 1, blocks, channels]; the clamp stored into
+    bytes; the int8 top-bit flip or the two blocks' byte sum: 5 numpy calls, the same exact
+    sums as the general kernel.  taps: [KH*KW, O] centred; m: the depth multiplier (output
+    channel o reads input channel o // m).  None where the stage has no such form."""
+    n, h, w, c = dims
+    pt, pl = pads
+    kh, kw, (sh, sw), (dh, dw), oh, ow = geom
+    o = taps.shape[1]
+    qs = res.stages.qs
+    zx = res.zp
+    pk = res.stages.packed.val
+    st = qs.stage(bias, pk.bound, pk.ch_bound())
+    form = Q.direct_columns(taps, zx, st, qs.out.dtype)
+    if form is None or Q._CLIP_UFUNC is None:
+        return None
+    wd, low, high, combine = form                   # [T + 1, B, O]
+    nb, t = wd.shape[1], kh * kw
+    hwc, npix = h * w * c, oh * ow
+    row = hwc + 2 * c                               # image, padding row, ones row
+    oy, ox, ky, kx, oc = np.ix_(np.arange(oh), np.arange(ow), np.arange(kh), np.arange(kw), np.arange(o))
+    iy, ix = oy * sh + ky * dh - pt, ox * sw + kx * dw - pl
+    ci = oc // m
+    inside = (iy >= 0) & (iy < h) & (ix >= 0) & (ix < w)
+    idx = np.where(inside, (iy * w + ix) * c + ci, hwc + ci).reshape(npix, t, o)
+    ones = np.broadcast_to(hwc + c + np.arange(o) // m, (npix, 1, o))
+    idx = np.concatenate([idx, ones], axis=1)                                   # [npix, T + 1, O]
+    idx = np.ascontiguousarray((idx[None] + (np.arange(n) * row)[:, None, None, None])
+                               .reshape(n * npix, t + 1, o), np.intp)
+    sub = "ptc,tkc->pkc" if nb > 1 else "ptc,tc->pc"
+    w_ = np.ascontiguousarray(wd if nb > 1 else wd[:, 0])
+    low, high = low.reshape(nb, o), high.reshape(nb, o)
+    signed = qs.out.dtype == np.int8
+    clip, copyto, add, xor, ein = Q._CLIP_UFUNC, np.copyto, np.add, np.bitwise_xor, Q.c_einsum
+    flip = np.full(o, -128, np.int8)
+    pool = []
+    pop, push = pool.pop, pool.append
+
+    def new():
+        xa = np.empty((n, row), np.float64)
+        xa[:, hwc:hwc + c], xa[:, hwc + c:] = zx, 1
+        cols = np.empty((n * npix, t + 1, o), np.float64)
+        z = np.empty((n * npix, nb, o) if nb > 1 else (n * npix, o), np.float64)
+        b = np.empty((n * npix, nb, o), np.uint8)
+        v = b.view(np.int8) if signed else b
+        return [xa.reshape(-1), xa[:, :hwc].reshape(n, h, w, c), cols, z, b.reshape(z.shape), v[:, 0], v[:, -1],
+                None, None]
+
+    first = new()
+    if not np.shares_memory(first[1], first[0]):            # (the input's view must be written in place)
+        return None
+    push(first)
+
+    def run(x, out):
+        try:
+            f = pop()
+        except IndexError:
+            f = new()
+        copyto(f[1], x, casting="unsafe")
+        f[0].take(idx, None, f[2], "clip")
+        ein(sub, f[2], w_, out=f[3])
+        if out is f[7]:
+            r = f[8]
+        elif out.flags.c_contiguous:
+            r = out.reshape(n * npix, o)
+            if kept_array(out):
+                f[7], f[8] = out, r
+        else:                       # (a strided output: through a contiguous block)
+            r = np.empty((n * npix, o), out.dtype)
+        if combine == "store":
+            clip(f[3], low[0], high[0], out=r, casting="unsafe")
+        else:
+            clip(f[3], low if nb > 1 else low[0], high if nb > 1 else high[0], out=f[4], casting="unsafe")
+            if combine == "flip":
+                xor(f[5], flip, out=r)
+            else:                   # the two blocks' bytes: their wrapping sum
+                add(f[5], f[6], out=r)
+        if not out.flags.c_contiguous:
+            out[...] = r.reshape(out.shape)
+        push(f)
+    return run
