@@ -45,7 +45,7 @@ def main():
     e = c.execution(reusable=True)
     for _ in range(2):
         e.run(feeds)
-    from nnapi_py.ops.detection import hard_nms, per_class_hard_nms
+    from nnapi_py.ops.nms import hard_nms, per_class_hard_nms
     sc = feeds["scores"][0, :, 1:]
     boxes = _decode(feeds["deltas"][0], _anchors())
     th, iou = np.float32(0.05), np.float32(0.6)

@@ -418,7 +418,7 @@ def test_postprocess_identical_boxes_are_suppressed_to_one():
 
 def _per_class_loop(scores, boxes, score_th, iou_th, limit):
     """Every class through hard_nms (the reference's own walk), one class after another."""
-    from nnapi_py.ops.detection import hard_nms
+    from nnapi_py.ops.nms import hard_nms
     out = []
     for c in range(scores.shape[1]):
         cand = np.flatnonzero(scores[:, c] > score_th)
@@ -433,7 +433,7 @@ def test_per_class_hard_nms_is_the_class_by_class_walk(levels, limit):
     hard_nms keeps (same anchors, same order): distinct scores (the sorted walk), coarse
     scores (ties: the reference's swaps decide), the block boundary (33+ candidates), NaN
     boxes and scores, identical boxes."""
-    from nnapi_py.ops.detection import per_class_hard_nms
+    from nnapi_py.ops.nms import per_class_hard_nms
     r = np.random.default_rng(levels * 100 + limit + 5)
     for na, ncls in ((1, 1), (5, 3), (40, 7), (300, 12)):
         scores = r.uniform(0, 1, (na, ncls)).astype(f32)

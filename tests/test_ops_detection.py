@@ -671,7 +671,7 @@ def test_roi_align_nan_region_fails():
 def test_small_hard_nms_walks_like_the_vectorised_one():
     """hard_nms's plain-Python walk for a few dozen candidates (all IoUs computed up front)
     keeps the same boxes in the same order as the step-by-step numpy one, ties included."""
-    from nnapi_py.ops import detection as D
+    from nnapi_py.ops import nms as D
     rng = np.random.default_rng(17)
     for trial in range(300):
         m = int(rng.integers(1, D._SMALL_NMS + 1))

@@ -11,7 +11,7 @@ _MODULES = (
     "conv", "depthwise_conv", "transpose_conv", "dense", "pool", "resize", "spatial",   # family 2
     "shape", "slicing", "reduce", "gather",                                # family 3
     "control",                                                             # IF, WHILE
-    "detection",                                                           # NMS, ROI, proposals, SSD
+    "box_nms", "roi", "proposals", "detection",                            # NMS, ROI, proposals, SSD
     "rnn",                                                                 # family 4: RNN, SVDF
     "sampling",                                                            # LSH_PROJECTION, RANDOM_MULTINOMIAL
     "lstm",                                                                # LSTM, UNI/BIDI sequence LSTM
