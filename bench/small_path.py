@@ -27,7 +27,6 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
 CHAIN = 16
 SMALL = 4096
 # the corpus's tiny models: wake words (int8 streaming), openWakeWord's float classifiers, voice
@@ -132,9 +131,9 @@ def _load_tiny(name):
     """The corpus model `name` loaded (at the corpus's input shapes) and random inputs for it."""
     import numpy as np
     import nnapi_py.tflite as T
-    import tflite_corpus
-    shapes = tflite_corpus.INPUT_SHAPES.get(name)
-    path = tflite_corpus.models()[name]
+    from nnapi_py.testing import corpus
+    shapes = corpus.INPUT_SHAPES.get(name)
+    path = corpus.models()[name]
     m = T.load(path, input_shapes=shapes) if shapes else T.load(path)
     rng = np.random.default_rng(0)
     return m, [(rng.uniform(-1, 1, s) if np.dtype(dt).kind == "f" else rng.integers(-128, 128, s)).astype(dt)
