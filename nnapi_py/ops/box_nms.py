@@ -10,8 +10,8 @@ from .base import Op, register, value_error
 from . import quant as Q
 from .common import check_present, check_scalar_type
 from .boxes import (
-    I32, QUANT8, TYPE_LEVELS, _check_box_type, _check_rank, _check_type, _dim, _float_scalar, _rank_of,
-    _real_boxes, f32, scalar_of_value)
+    I32, QUANT8, TYPE_LEVELS, _check_box_type, _check_type, _dim, _float_scalar, _real_boxes, check_ranks,
+    f32, input_dims, scalar_of_value)
 from .nms import NMS_GAUSSIAN, NMS_HARD, NMS_LINEAR, box_with_nms_limit
 
 
@@ -22,6 +22,10 @@ NMS_NAMES = ("scores", "boxes", "batch index", "score_threshold", "max_num_detec
 @register
 class BoxWithNmsLimit(Op):
     name = "BOX_WITH_NMS_LIMIT"
+    ranks = (("input", 0, 2, "scores"), ("input", 1, 2, "boxes"),
+             ("input", 2, 1, "batch index"), ("output", 0, 1, "scores"),
+             ("output", 1, 2, "boxes"), ("output", 2, 1, "classes"),
+             ("output", 3, 1, "batch index"))     # (where, index, rank, what)
     value_inputs = (0, 1, 2)       # the number of output boxes depends on scores, boxes, batches
     allow_zero_sized = True
     optional_inputs = ()
@@ -46,11 +50,7 @@ class BoxWithNmsLimit(Op):
         _check_type(sig, "output", 2, I32, "classes")
         _check_type(sig, "output", 3, I32, "batch index")
         with sig.at_execution():    # Android checks shapes and values when it prepares the operation
-            for where, idx, rank, what in (("input", 0, 2, "scores"), ("input", 1, 2, "boxes"),
-                                           ("input", 2, 1, "batch index"), ("output", 0, 1, "scores"),
-                                           ("output", 1, 2, "boxes"), ("output", 2, 1, "classes"),
-                                           ("output", 3, 1, "batch index")):
-                _check_rank(sig, where, idx, rank, what)
+            check_ranks(sig, self.ranks)
             s, b, bi = sig.ins[0], sig.ins[1], sig.ins[2]
             n, ncls = _dim(s, 0), _dim(s, 1)
             if ncls == 1:
@@ -73,9 +73,7 @@ class BoxWithNmsLimit(Op):
         raise value_error(f"{self.name}: {msg}", at_runtime=False)
 
     def _check_shapes(self, ins):
-        s = _rank_of(self._fail, ins[0], 2, "input 0 (scores)")
-        b = _rank_of(self._fail, ins[1], 2, "input 1 (boxes)")
-        bi = _rank_of(self._fail, ins[2], 1, "input 2 (batch index)")
+        s, b, bi = input_dims(self._fail, ins, self.ranks)
         n, ncls = s
         if ncls < 2:
             self._fail(f"input 0 (scores) must have at least 2 classes (class 0 is the background), got {ncls}")

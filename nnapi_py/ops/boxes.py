@@ -60,6 +60,20 @@ def _check_rank(sig, where, idx, rank, what):
         sig.fail(f"{where} {idx} ({what}) must be a {rank}-D tensor, got rank {r}")
 
 
+def check_ranks(sig, ranks):
+    """An operation's rank table, rows (where, index, rank, what), checked at validation: an operand
+    of known rank must have the row's rank (Android checks it when it prepares the operation)."""
+    for where, idx, rank, what in ranks:
+        _check_rank(sig, where, idx, rank, what)
+
+
+def input_dims(fail, ins, ranks):
+    """The same table's input rows checked by the shape rule: the inputs' dimensions, in the table's order,
+    each of the row's rank."""
+    return [_rank_of(fail, ins[idx], rank, f"input {idx} ({what})") for where, idx, rank, what in ranks
+            if where == "input"]
+
+
 def _dim(info, k):
     """Declared dimension k (0 = unknown) of an operand whose rank may be unknown."""
     d = info.dims

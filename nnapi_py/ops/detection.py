@@ -15,8 +15,8 @@ from .base import Op, register, value_error
 from . import quant as Q
 from .common import check_present, check_scalar_type, nchw_flag, scalar_of
 from .boxes import (
-    F16, F32, I32, QUANT8, TYPE_LEVELS, _check_box_type, _check_corners, _check_dims, _check_rank,
-    _check_type, _dim, _float_scalar, _rank_of, _real, _runtime_fail, _write_boxes, f32)
+    F16, F32, I32, QUANT8, TYPE_LEVELS, _check_box_type, _check_corners, _check_dims, _check_type, _dim,
+    _float_scalar, _rank_of, _real, _runtime_fail, _write_boxes, check_ranks, f32, input_dims)
 from .nms import hard_nms, per_class_hard_nms
 
 
@@ -35,6 +35,10 @@ class DetectionPostprocessing(Op):
     classes per kept anchor).  Outputs have their maximum size; output 3 counts the valid rows
     per image; the rest is zero."""
     name = "DETECTION_POSTPROCESSING"
+    ranks = (("input", 0, 3, "scores"), ("input", 1, 3, "deltas"),
+             ("input", 2, 2, "anchors"), ("output", 0, 2, "scores"),
+             ("output", 1, 3, "boxes"), ("output", 2, 2, "classes"),
+             ("output", 3, 1, "number of detections"))     # (where, index, rank, what)
     allow_zero_sized = False
     optional_inputs = ()
 
@@ -56,11 +60,7 @@ class DetectionPostprocessing(Op):
         _check_type(sig, "output", 2, I32, "classes")
         _check_type(sig, "output", 3, I32, "number of detections")
         with sig.at_execution():    # Android checks shapes and values when it prepares the operation
-            for where, idx, rank, what in (("input", 0, 3, "scores"), ("input", 1, 3, "deltas"),
-                                           ("input", 2, 2, "anchors"), ("output", 0, 2, "scores"),
-                                           ("output", 1, 3, "boxes"), ("output", 2, 2, "classes"),
-                                           ("output", 3, 1, "number of detections")):
-                _check_rank(sig, where, idx, rank, what)
+            check_ranks(sig, self.ranks)
             if _dim(sig.ins[0], 2) == 1:
                 sig.fail("input 0 (scores) must have at least 2 classes (class 0 is the background), got 1")
             if 0 < _dim(sig.ins[1], 2) < 4:
@@ -91,9 +91,7 @@ class DetectionPostprocessing(Op):
         if any(x is None for x in v[3:]):
             fail("the scalar inputs 3..13 must have values")
         self._check_values(fail, v)
-        s = _rank_of(fail, ins[0], 3, "input 0 (scores)")
-        d = _rank_of(fail, ins[1], 3, "input 1 (deltas)")
-        a = _rank_of(fail, ins[2], 2, "input 2 (anchors)")
+        s, d, a = input_dims(fail, ins, self.ranks)
         b, na, nc = s
         if nc < 2:
             fail(f"input 0 (scores) must have at least 2 classes (class 0 is the background), got {nc}")
@@ -164,6 +162,8 @@ class HeatmapMaxKeypoint(Op):
     3x3 neighbourhood (offset clamped to 1.5 cells), mapped into the box: score (N, K) and
     [x, y] (N, K, 2).  Border neighbours reflect (-1 -> 1, size -> size - 2)."""
     name = "HEATMAP_MAX_KEYPOINT"
+    ranks = (("input", 0, 4, "heatmaps"), ("input", 1, 2, "boxes"),
+             ("output", 0, 2, "scores"), ("output", 1, 3, "keypoints"))     # (where, index, rank, what)
     allow_zero_sized = False
     optional_inputs = ()
 
@@ -176,9 +176,7 @@ class HeatmapMaxKeypoint(Op):
         sig.same_type("output", 0, t, "scores")
         _check_box_type(sig, sig.outs[1], "output 1 (keypoints)", t)
         with sig.at_execution():    # Android checks shapes and values when it prepares the operation
-            for where, idx, rank, what in (("input", 0, 4, "heatmaps"), ("input", 1, 2, "boxes"),
-                                           ("output", 0, 2, "scores"), ("output", 1, 3, "keypoints")):
-                _check_rank(sig, where, idx, rank, what)
+            check_ranks(sig, self.ranks)
         return TYPE_LEVELS[t]
 
     def _dims(self, ins):

@@ -10,8 +10,8 @@ from . import quant as Q
 from .common import check_present, check_scalar_type
 from .boxes import (
     BOX_SCALE, F16, F32, I32, Q16A, Q16S, Q8S, QUANT8, TYPE_LEVELS, _check_box_type, _check_corners,
-    _check_dims, _check_rank, _check_type, _dim, _float_scalar, _rank_of, _real, _runtime_fail, _write_boxes,
-    bbox_transform, f32, scalar_of_value)
+    _check_dims, _check_type, _dim, _float_scalar, _real, _runtime_fail, _write_boxes, bbox_transform,
+    check_ranks, f32, input_dims, scalar_of_value)
 from .nms import hard_nms
 
 
@@ -21,6 +21,9 @@ class AxisAlignedBboxTransform(Op):
     """Refine [x1, y1, x2, y2] boxes by per-class [dx, dy, dw, dh] deltas, clipped to each
     box's image: out = corners(center + d_xy * size, exp(d_wh) * size)."""
     name = "AXIS_ALIGNED_BBOX_TRANSFORM"
+    ranks = (("input", 0, 2, "boxes"), ("input", 1, 2, "deltas"),
+             ("input", 2, 1, "batch index"), ("input", 3, 2, "image info"),
+             ("output", 0, 2, "boxes"))     # (where, index, rank, what)
     allow_zero_sized = True            # zero boxes give zero rows
     optional_inputs = ()
 
@@ -45,10 +48,7 @@ class AxisAlignedBboxTransform(Op):
         _check_type(sig, "input", 2, I32, "batch index")
         sig.same_type("output", 0, t)
         with sig.at_execution():    # Android checks shapes and values when it prepares the operation
-            for where, idx, rank, what in (("input", 0, 2, "boxes"), ("input", 1, 2, "deltas"),
-                                           ("input", 2, 1, "batch index"), ("input", 3, 2, "image info"),
-                                           ("output", 0, 2, "boxes")):
-                _check_rank(sig, where, idx, rank, what)
+            check_ranks(sig, self.ranks)
             b, d = sig.ins[0], sig.ins[1]
             if _dim(b, 1) not in (0, 4):
                 sig.fail(f"input 0 (boxes) dimension 1 is {_dim(b, 1)}, expected 4")
@@ -61,10 +61,7 @@ class AxisAlignedBboxTransform(Op):
     def infer(self, ins):
         def fail(m):
             raise value_error(f"{self.name}: {m}", at_runtime=False)
-        r = _rank_of(fail, ins[0], 2, "input 0 (boxes)")
-        d = _rank_of(fail, ins[1], 2, "input 1 (deltas)")
-        bi = _rank_of(fail, ins[2], 1, "input 2 (batch index)")
-        info = _rank_of(fail, ins[3], 2, "input 3 (image info)")
+        r, d, bi, info = input_dims(fail, ins, self.ranks)
         n = r[0]
         if r[1] != 4:
             fail(f"input 0 (boxes) must have shape [num_rois, 4], got {list(r)}")
@@ -110,6 +107,10 @@ class GenerateProposals(Op):
     then hard NMS keeps up to post_nms_top_n per image (non-positive: no limit, as the
     documentation says).  Output rows are grouped by image, in NMS selection order."""
     name = "GENERATE_PROPOSALS"
+    ranks = (("input", 0, 4, "scores"), ("input", 1, 4, "deltas"),
+             ("input", 2, 2, "anchors"), ("input", 3, 2, "image info"),
+             ("output", 0, 1, "scores"), ("output", 1, 2, "boxes"),
+             ("output", 2, 1, "batch index"))     # (where, index, rank, what)
     value_inputs = (0, 1, 2, 3)        # the number of proposals depends on the data
     allow_zero_sized = False
     optional_inputs = ()
@@ -143,11 +144,7 @@ class GenerateProposals(Op):
         sig.same_type("output", 0, t)
         _check_type(sig, "output", 2, I32, "batch index")
         with sig.at_execution():    # Android checks shapes and values when it prepares the operation
-            for where, idx, rank, what in (("input", 0, 4, "scores"), ("input", 1, 4, "deltas"),
-                                           ("input", 2, 2, "anchors"), ("input", 3, 2, "image info"),
-                                           ("output", 0, 1, "scores"), ("output", 1, 2, "boxes"),
-                                           ("output", 2, 1, "batch index")):
-                _check_rank(sig, where, idx, rank, what)
+            check_ranks(sig, self.ranks)
             for k in (4, 5):
                 v = sig.scalar_value(k)
                 if v is not None and not v > 0:
@@ -165,10 +162,7 @@ class GenerateProposals(Op):
     def _shapes(self, ins, nchw):
         def fail(m):
             raise value_error(f"{self.name}: {m}", at_runtime=False)
-        s = _rank_of(fail, ins[0], 4, "input 0 (scores)")
-        d = _rank_of(fail, ins[1], 4, "input 1 (deltas)")
-        a = _rank_of(fail, ins[2], 2, "input 2 (anchors)")
-        info = _rank_of(fail, ins[3], 2, "input 3 (image info)")
+        s, d, a, info = input_dims(fail, ins, self.ranks)
         b, h, w, na = (s[0], s[2], s[3], s[1]) if nchw else s
         want = (b, 4 * na, h, w) if nchw else (b, h, w, 4 * na)
         _check_dims(fail, d, want, "input 1 (deltas)")
