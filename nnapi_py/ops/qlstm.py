@@ -26,6 +26,14 @@ ROLES = ("input", "input-to-input weights", "input-to-forget weights", "input-to
          "cell gate bias", "output gate bias", "previous cell state", "previous output")
 
 
+def _input_matrix(name, ins):
+    """Input 0's dimensions (batch, input size): a 2-D tensor in both quantized LSTMs."""
+    d = ins[0].dims
+    if d is None or len(d) != 2:
+        raise value_error(f"{name}: input 0 (input) must be a 2-D tensor, got {d}", at_runtime=False)
+    return d
+
+
 @register
 class Quantized16BitLstm(Op):
     name = "QUANTIZED_16BIT_LSTM"
@@ -69,10 +77,7 @@ class Quantized16BitLstm(Op):
     def _dims(self, ins):
         def fail(m):
             raise value_error(f"{self.name}: {m}", at_runtime=False)
-        d = ins[0].dims
-        if d is None or len(d) != 2:
-            fail(f"input 0 (input) must be a 2-D tensor, got {d}")
-        b, n_in = d
+        b, n_in = _input_matrix(self.name, ins)
         h = ins[14].dims
         if h is None or len(h) != 2 or h[0] != b:
             fail(f"input 14 (previous output) must have shape [{b}, output size], got {h}")
@@ -197,16 +202,12 @@ class QuantizedLstm(Op):
         return 4
 
     def infer(self, ins):
-        def fail(m):
-            raise value_error(f"{self.name}: {m}", at_runtime=False)
-        d = ins[0].dims
-        if d is None or len(d) != 2:
-            fail(f"input 0 (input) must be a 2-D tensor, got {d}")
-        b = d[0]
+        b = _input_matrix(self.name, ins)[0]
         u = (ins[4].dims or (0,))[0]
         o = (ins[8].dims or (0, 0))[1] if ins[8].dims and len(ins[8].dims) == 2 else 0
         if not u or not o:
-            fail("inputs 4 and 8 (input-to-output and recurrent-to-output weights) must be 2-D")
+            raise value_error(f"{self.name}: inputs 4 and 8 (input-to-output and recurrent-to-output weights) "
+                              f"must be 2-D", at_runtime=False)
         return [(b, o), (b, u), (b, o)]
 
     def build(self, ins, outs):
