@@ -85,21 +85,17 @@ def fingerprint64(keys):
                 z = ln + (c << _U(2))
                 return _shift_mix(y * _K2 ^ z * _K0) * _K2
             return np.full(n, _K2, _U)
-        if length <= 32:
-            mul = _K2 + ln * _U(2)
-            a = _fetch64(keys, 0) * _K1
-            b = _fetch64(keys, 8)
-            c = _fetch64(keys, length - 8) * mul
-            d = _fetch64(keys, length - 16) * _K2
-            return _len16(_rot(a + b, 43) + _rot(c, 30) + d, a + _rot(b + _K2, 18) + c, mul)
         if length <= 64:
+            # HashLen17to32 is the first half of HashLen33to64 (a scaled by k1 instead of k2)
             mul = _K2 + ln * _U(2)
-            a = _fetch64(keys, 0) * _K2
+            a = _fetch64(keys, 0) * (_K1 if length <= 32 else _K2)
             b = _fetch64(keys, 8)
             c = _fetch64(keys, length - 8) * mul
             d = _fetch64(keys, length - 16) * _K2
             y = _rot(a + b, 43) + _rot(c, 30) + d
             z = _len16(y, a + _rot(b + _K2, 18) + c, mul)
+            if length <= 32:
+                return z
             e = _fetch64(keys, 16) * mul
             f = _fetch64(keys, 24)
             g = (y + _fetch64(keys, length - 32)) * mul
