@@ -12,7 +12,7 @@ import numpy as np
 from .base import register, value_error
 from . import common
 from .common import F32, Scratch
-from .convgeom import ConvBase, INT32, Layout, _SigLike, _int, prepare_input
+from .convgeom import ConvBase, Layout, _SigLike, _int, prepare_input
 from .convquant import _BIAS_IN_PRODUCT, _FEW_ROWS, _Output, _WIDE_O, _packed_filter
 from .convsmall import _small_quant_conv
 from .im2col import _conv_blocks, _one_pixel
@@ -96,23 +96,7 @@ class Conv2D(ConvBase):
     out_axis = 0
 
     def layout_of(self, sig):
-        ins = sig.ins
-        n = len(ins)
-        if n >= 10 and ins[7].type == INT32:
-            if n not in (10, 11, 13):
-                if n == 12:
-                    sig.fail("explicit padding: got 12 inputs; the dilation factors (inputs 11 and 12) "
-                             "must be given as a pair")
-                self._fail_count(sig, (7, 8, 10, 11, 13))
-            return Layout(True, pads=(3, 4, 5, 6), stride=(7, 8), fuse=9,
-                          layout=10 if n >= 11 else None, dil=(11, 12) if n == 13 else None)
-        if n not in (7, 8, 10):
-            if n == 9:
-                sig.fail("implicit padding: got 9 inputs; the dilation factors (inputs 8 and 9) "
-                         "must be given as a pair")
-            self._fail_count(sig, (7, 8, 10, 11, 13))
-        return Layout(False, scheme=3, stride=(4, 5), fuse=6,
-                      layout=7 if n >= 8 else None, dil=(8, 9) if n == 10 else None)
+        return self.dilated_layout(sig, 0)
 
     def channel_rule(self, cin, wd, sig, L):
         if cin and wd[3] and cin != wd[3]:

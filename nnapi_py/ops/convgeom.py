@@ -67,6 +67,29 @@ class ConvBase(Op):
     def _fail_count(self, sig, counts):
         sig.fail(f"expected {' or '.join(map(str, counts))} inputs, got {len(sig.ins)}")
 
+    def dilated_layout(self, sig, e):
+        """The signatures of CONV_2D (e = 0) and DEPTHWISE_CONV_2D (e = 1: the depth multiplier
+        after the strides): explicit or implicit padding, then an optional layout flag and an
+        optional pair of dilation factors."""
+        ins = sig.ins
+        n = len(ins)
+        counts = (7 + e, 8 + e, 10 + e, 11 + e, 13 + e)
+        if n >= 10 + e and ins[7 + e].type == INT32:
+            if n not in (10 + e, 11 + e, 13 + e):
+                if n == 12 + e:
+                    sig.fail(f"explicit padding: got {12 + e} inputs; the dilation factors (inputs {11 + e} "
+                             f"and {12 + e}) must be given as a pair")
+                self._fail_count(sig, counts)
+            return Layout(True, pads=(3, 4, 5, 6), stride=(7, 8), extra=9 if e else None, fuse=9 + e,
+                          layout=10 + e if n >= 11 + e else None, dil=(11 + e, 12 + e) if n == 13 + e else None)
+        if n not in (7 + e, 8 + e, 10 + e):
+            if n == 9 + e:
+                sig.fail(f"implicit padding: got {9 + e} inputs; the dilation factors (inputs {8 + e} and {9 + e}) "
+                         "must be given as a pair")
+            self._fail_count(sig, counts)
+        return Layout(False, scheme=3, stride=(4, 5), extra=6 if e else None, fuse=6 + e,
+                      layout=7 + e if n >= 8 + e else None, dil=(8 + e, 9 + e) if n == 10 + e else None)
+
     # -- validation --
     def validate(self, sig):
         if len(sig.outs) != 1:

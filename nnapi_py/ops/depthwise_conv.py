@@ -16,7 +16,7 @@ from . import quant as Q
 from .padding import strided_view
 from . import common
 from .common import F32, FLOATS, Scratch
-from .convgeom import ConvBase, INT32, Layout, _SigLike, _int, prepare_planes
+from .convgeom import ConvBase, _SigLike, _int, prepare_planes
 from .convquant import _Output, _packed_filter
 from .convsmall import _small_quant_dw
 from .im2col import _one_pixel
@@ -34,23 +34,7 @@ class DepthwiseConv2D(ConvBase):
     out_axis = 3
 
     def layout_of(self, sig):
-        ins = sig.ins
-        n = len(ins)
-        if n >= 11 and ins[8].type == INT32:
-            if n not in (11, 12, 14):
-                if n == 13:
-                    sig.fail("explicit padding: got 13 inputs; the dilation factors (inputs 12 and 13) "
-                             "must be given as a pair")
-                self._fail_count(sig, (8, 9, 11, 12, 14))
-            return Layout(True, pads=(3, 4, 5, 6), stride=(7, 8), extra=9, fuse=10,
-                          layout=11 if n >= 12 else None, dil=(12, 13) if n == 14 else None)
-        if n not in (8, 9, 11):
-            if n == 10:
-                sig.fail("implicit padding: got 10 inputs; the dilation factors (inputs 9 and 10) "
-                         "must be given as a pair")
-            self._fail_count(sig, (8, 9, 11, 12, 14))
-        return Layout(False, scheme=3, stride=(4, 5), extra=6, fuse=7,
-                      layout=8 if n >= 9 else None, dil=(9, 10) if n == 11 else None)
+        return self.dilated_layout(sig, 1)
 
     def check_dims(self, sig, L):
         w = sig.ins[1]
