@@ -33,9 +33,19 @@ def _scalar_values(name, ins, roles):
     return vals
 
 
+class _AxisNormalization(Op):
+    """Output shaped as input 0 (rank at most 4), normalized along the optional axis input."""
+    axis_input = None
+
+    def infer(self, ins):
+        _axis(self.name, ins, self.axis_input)
+        return [ins[0].dims]
+
+
 @register
-class L2Normalization(Op):
+class L2Normalization(_AxisNormalization):
     name = "L2_NORMALIZATION"
+    axis_input = 1
     optional_inputs = (1,)
     type_levels = {F32: 1, F16: 3, Q8: 3, Q8S: 4}
     allow_zero_sized = True
@@ -47,12 +57,8 @@ class L2Normalization(Op):
             sig.fixed_quant(0, 1.0 / 128, 128 if t == Q8 else 0)
         return optional_axis_level(sig, 2, 1, self.type_levels[t], (4,))
 
-    def infer(self, ins):
-        _axis(self.name, ins, 1)
-        return [ins[0].dims]
-
     def build(self, ins, outs):
-        axis = _axis(self.name, ins, 1)
+        axis = _axis(self.name, ins, self.axis_input)
         if ins[0].type in FLOATS:
             eps = 1e-6          # the reference divides by max(||x||, 1e-6)
 
@@ -79,8 +85,9 @@ class L2Normalization(Op):
 
 
 @register
-class LocalResponseNormalization(Op):
+class LocalResponseNormalization(_AxisNormalization):
     name = "LOCAL_RESPONSE_NORMALIZATION"
+    axis_input = 5
     optional_inputs = (5,)
     type_levels = {F32: 1, F16: 3}
 
@@ -99,12 +106,8 @@ class LocalResponseNormalization(Op):
             sig.fail("input 2 (bias) must not be zero")
         return optional_axis_level(sig, 6, 5, self.type_levels[t], (4,))
 
-    def infer(self, ins):
-        _axis(self.name, ins, 5)
-        return [ins[0].dims]
-
     def build(self, ins, outs):
-        axis = _axis(self.name, ins, 5)
+        axis = _axis(self.name, ins, self.axis_input)
         vals = _scalar_values(self.name, ins, ((1, "radius"), (2, "bias"), (3, "alpha"), (4, "beta")))
         radius, bias, alpha, beta = int(vals[0]), float(vals[1]), float(vals[2]), float(vals[3])
         if radius < 0:
