@@ -1,7 +1,8 @@
 """Convolutions and dense layers through the C library: the corners the conformance vectors
 do not reach.
 
-CONV_2D DEPTHWISE_CONV_2D GROUPED_CONV_2D TRANSPOSE_CONV_2D (nnapi_py/ops/conv.py),
+CONV_2D GROUPED_CONV_2D DEPTHWISE_CONV_2D TRANSPOSE_CONV_2D (nnapi_py/ops/conv.py, depthwise_conv.py,
+transpose_conv.py over the shared convgeom.py, convquant.py, im2col.py, convsmall.py),
 FULLY_CONNECTED BATCH_MATMUL (nnapi_py/ops/dense.py).
 
 Float results are compared with straightforward references written here (a loop over the
