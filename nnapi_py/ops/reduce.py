@@ -252,6 +252,16 @@ register_variants(_LogicalReduce, globals(), [
 
 # ---- ARGMAX / ARGMIN -------------------------------------------------------------------------
 
+def _tensor_and_int(op, sig, n_outputs):
+    """ARGMAX/ARGMIN and TOPK_V2: input 0 a tensor of op.type_levels, input 1 an INT32 scalar (op.roles
+    names both), n_outputs outputs; returns input 0's type."""
+    sig.count(2, n_outputs)
+    sig.all_present(op.roles)
+    t = sig.types("input", 0, op.type_levels, "input")
+    sig.types("input", 1, (C.INT32,), op.roles[1])
+    return t
+
+
 class _ArgMinMax(Op):
     type_levels = {F16: 3, F32: 3, I32: 3, Q8: 3, Q8S: 4}
     func = None
@@ -259,10 +269,7 @@ class _ArgMinMax(Op):
     roles = ("input", "axis")
 
     def validate(self, sig):
-        sig.count(2, 1)
-        sig.all_present(self.roles)
-        t = sig.types("input", 0, self.type_levels, "input")
-        sig.types("input", 1, (C.INT32,), "axis")
+        t = _tensor_and_int(self, sig, 1)
         sig.types("output", 0, (I32,), "output")
         sig.rank_between("input", 0, 1, None, "input")
         axis, rank = sig.scalar_value(1), sig.ins[0].rank
@@ -326,10 +333,7 @@ class TopKV2(Op):
     roles = ("input", "k")
 
     def validate(self, sig):
-        sig.count(2, 2)
-        sig.all_present(self.roles)
-        t = sig.types("input", 0, self.type_levels, "input")
-        sig.types("input", 1, (C.INT32,), "k")
+        t = _tensor_and_int(self, sig, 2)
         sig.same_type("output", 0, t, "values")
         sig.types("output", 1, (I32,), "indices")
         sig.rank_between("input", 0, 1, None, "input")
