@@ -2,6 +2,7 @@
 pollable Linux file descriptor (an eventfd) that plays the role of a sync fence."""
 import os
 import select
+import sys
 import threading
 
 from . import constants as C
@@ -98,6 +99,7 @@ class _Pool:
         self.q = queue.SimpleQueue()
         self.idle = 0
         self.lock = threading.Lock()
+        self.frames = []            # each worker's own frame object (see _worker)
 
     def submit(self, fn):
         with self.lock:
@@ -111,6 +113,12 @@ class _Pool:
             threading.Thread(target=self._worker, name="nnapi_py-worker", daemon=True).start()
 
     def _worker(self):
+        # CPython keeps a running frame's object (made once a traceback or a callee's frame object
+        # needs it) only in the thread's frame stack, which it maps itself: a leak checker of the
+        # host (LeakSanitizer, valgrind) does not scan that memory and would report this frame,
+        # live for the worker's whole life, as leaked.  The pool's list points at it from memory
+        # the checker scans; one frame object a worker thread, made at its start.
+        self.frames.append(sys._getframe())
         q = self.q
         while True:
             fn = q.get()
