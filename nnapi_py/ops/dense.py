@@ -1,15 +1,8 @@
 """Dense layers: FULLY_CONNECTED, BATCH_MATMUL.
 
-This module also holds the helpers the convolution family (conv.py) shares with the dense
-layers:
-
-* ``Derived`` -- a value derived from an operand (e.g. a packed filter), computed once at
-  build time when the operand is a constant and recomputed per call otherwise;
-* the validation helpers for fused activations and biases of quantized layers.
-
-The requantization of int32 accumulators (``OutputStage``), the exact-BLAS dtype choice
-(``exact_dtype``, ``centered_max``) and ``scale_product`` live in quant.py, the one module
-for quantized arithmetic; they are imported here (and stay importable from here).
+Quantized products go through the shared layer: ``quant.OutputStage`` (the requantization of
+int32 accumulators), ``quant.exact_dtype`` / ``centered_max`` / ``scale_product`` (ops/quant/);
+``Derived`` (a value packed once from a constant operand) is in common.py.
 """
 import numpy as np
 

@@ -1,4 +1,4 @@
-"""Exact integer products through float BLAS (conv.py, dense.py): sums of integers are exact
+"""Exact integer products through float BLAS (the convolutions through convquant.py, dense.py): sums of integers are exact
 in float32 below 2**24 and in float64 below 2**53.  exact_dtype picks the BLAS dtype from a
 bound of the partial sums (centered_max: the largest centred input), exact_splits splits a
 product along K so that each part's float32 sums stay exact; scale_product is the reference's
