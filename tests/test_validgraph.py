@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import cts_runner  # noqa: E402
+from nnapi_py.testing import cts as cts_runner  # noqa: E402  (the conformance runner)
 import validgraph  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not os.path.exists(cts_runner.default_lib_path()),

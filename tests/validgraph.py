@@ -29,9 +29,9 @@ twin; Android's code was not copied):
   + 1e-5 * |want|; FLOAT16 operands or relaxed models: 2^-7 scaled likewise (the fp16
   numerics bound with room for a short chain).
 * Models are written in the conformance JSON format (../shared/cts/README.md) and run by
-  tests/cts_runner.py's runner in every execution mode (sync, async, burst, dynamic output
+  the conformance runner's (nnapi_py/testing/) in every execution mode (sync, async, burst, dynamic output
   shapes).  A failure prints the seed, the case and the model; `--dump DIR` writes it as
-  DIR/validgraph/<name>.json.gz, which `python tests/cts_runner.py --cts DIR` runs again.
+  DIR/validgraph/<name>.json.gz, which `python -m nnapi_py.testing.cts --cts DIR` runs again.
 
 Covered: all 106 operations of the registry.  By value (float64 references written here):
   the 38 of the first version, plus comparisons, LOGICAL_*, SELECT, FLOOR, LOG, SIN, POW, PRELU,
@@ -81,7 +81,7 @@ for _p in (HERE, ROOT):
     if _p not in sys.path:
         sys.path.insert(0, _p)
 
-import cts_runner  # noqa: E402
+from nnapi_py.testing import cts as cts_runner  # noqa: E402  (the conformance runner)
 from nnapi_py import constants as C  # noqa: E402
 from nnapi_py import devices as nn_devices  # noqa: E402
 from nnapi_py.ops import registry  # noqa: E402
@@ -2649,7 +2649,7 @@ def generate(seed, ops=None, max_ops=4):
     return test, g, outputs
 
 
-class _Capture(cts_runner._Runner):
+class _Capture(cts_runner.Runner):
     """The conformance runner, keeping the outputs instead of comparing them."""
     def _compare(self, test, outputs, shapes):
         self.got = ([np.array(o, copy=True) for o in outputs], [tuple(s) for s in shapes])
