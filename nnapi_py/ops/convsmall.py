@@ -36,10 +36,7 @@ def _small_direct_conv(res, pk, bias, dims, pads, geom, o):
         idx = _patch_index(dims, pads, geom, hwc, hwc + 1)          # [npix, kdim + 1] in one image
         idx = np.ascontiguousarray((idx[None] + (np.arange(n) * (hwc + 2))[:, None, None])
                                    .reshape(n * npix, kdim + 1))
-    clip, copyto, dot, add, xor = Q._CLIP_UFUNC, np.copyto, np.dot, np.add, np.bitwise_xor
     flip = np.full(o, -128, np.int8)
-    pool = []
-    pop, push = pool.pop, pool.append
 
     def new():
         cols = np.ones((n * npix, kdim + 1), np.float64)     # the last column: the bias row's one
@@ -54,40 +51,7 @@ def _small_direct_conv(res, pk, bias, dims, pads, geom, o):
         v = b.view(np.int8) if signed else b
         return [xa.reshape(-1), xin, cols, z, b, v[:, :o], v[:, o:], None, None]
 
-    first = new()
-    if not np.shares_memory(first[1], first[0]):            # (the input's view must be written in place)
-        return None
-    push(first)
-
-    def run(x, out):
-        try:
-            f = pop()
-        except IndexError:
-            f = new()
-        copyto(f[1], x, casting="unsafe")
-        if not plain:
-            f[0].take(idx, None, f[2], "clip")
-        dot(f[2], wd, out=f[3])
-        if out is f[7]:
-            r = f[8]
-        elif out.flags.c_contiguous:
-            r = out.reshape(n * npix, o)
-            if kept_array(out):
-                f[7], f[8] = out, r
-        else:                       # (a strided output: through a contiguous block)
-            r = np.empty((n * npix, o), out.dtype)
-        if combine == "store":
-            clip(f[3], low, high, out=r, casting="unsafe")
-        else:
-            clip(f[3], low, high, out=f[4], casting="unsafe")
-            if combine == "flip":
-                xor(f[5], flip, out=r)
-            else:                   # the two blocks' bytes: their wrapping sum
-                add(f[5], f[6], out=r)
-        if not out.flags.c_contiguous:
-            out[...] = r.reshape(out.shape)
-        push(f)
-    return run
+    return _direct_run(new, None if plain else idx, None, wd, combine, (low, high), (low, high), flip, n * npix, o)
 
 
 def _small_quant_conv(res, pk, bias, dims, pads, geom, o):
@@ -179,10 +143,7 @@ def _small_quant_dw(res, taps, bias, dims, pads, geom, m):
     w_ = np.ascontiguousarray(wd if nb > 1 else wd[:, 0])
     low, high = low.reshape(nb, o), high.reshape(nb, o)
     signed = qs.out.dtype == np.int8
-    clip, copyto, add, xor, ein = Q._CLIP_UFUNC, np.copyto, np.add, np.bitwise_xor, Q.c_einsum
     flip = np.full(o, -128, np.int8)
-    pool = []
-    pop, push = pool.pop, pool.append
 
     def new():
         xa = np.empty((n, row), np.float64)
@@ -194,10 +155,26 @@ def _small_quant_dw(res, taps, bias, dims, pads, geom, m):
         return [xa.reshape(-1), xa[:, :hwc].reshape(n, h, w, c), cols, z, b.reshape(z.shape), v[:, 0], v[:, -1],
                 None, None]
 
+    blocks = (low, high) if nb > 1 else (low[0], high[0])
+    return _direct_run(new, idx, sub, w_, combine, (low[0], high[0]), blocks, flip, n * npix, o)
+
+
+def _direct_run(new, idx, sub, w, combine, store, blocks, flip, rows, o):
+    """run(x, out) of the small direct kernels (CONV_2D's and DEPTHWISE_CONV_2D's), or None where
+    the input's view would not be written in place.  Each run takes a frame of kept work arrays
+    from a pool (new() makes one: [the flat input row, its image view, the columns, the product,
+    the bytes, the first and last blocks' bytes, the output last written, its rows view]), copies
+    the input in, gathers the columns with one take by idx (None: the row is the columns), makes
+    one product (np.dot with w, or einsum `sub` with w), clamps it into the output's bytes
+    (store: the bounds) or into the blocks' bytes (blocks: their bounds) followed by the int8
+    top-bit flip or the two blocks' wrapping byte sum."""
     first = new()
-    if not np.shares_memory(first[1], first[0]):            # (the input's view must be written in place)
+    if not np.shares_memory(first[1], first[0]):
         return None
-    push(first)
+    pool = [first]
+    pop, push = pool.pop, pool.append
+    clip, copyto, dot, ein, add, xor = Q._CLIP_UFUNC, np.copyto, np.dot, Q.c_einsum, np.add, np.bitwise_xor
+    (slo, shi), (blo, bhi) = store, blocks
 
     def run(x, out):
         try:
@@ -205,20 +182,24 @@ def _small_quant_dw(res, taps, bias, dims, pads, geom, m):
         except IndexError:
             f = new()
         copyto(f[1], x, casting="unsafe")
-        f[0].take(idx, None, f[2], "clip")
-        ein(sub, f[2], w_, out=f[3])
+        if idx is not None:
+            f[0].take(idx, None, f[2], "clip")
+        if sub is None:
+            dot(f[2], w, out=f[3])
+        else:
+            ein(sub, f[2], w, out=f[3])
         if out is f[7]:
             r = f[8]
         elif out.flags.c_contiguous:
-            r = out.reshape(n * npix, o)
+            r = out.reshape(rows, o)
             if kept_array(out):
                 f[7], f[8] = out, r
         else:                       # (a strided output: through a contiguous block)
-            r = np.empty((n * npix, o), out.dtype)
+            r = np.empty((rows, o), out.dtype)
         if combine == "store":
-            clip(f[3], low[0], high[0], out=r, casting="unsafe")
+            clip(f[3], slo, shi, out=r, casting="unsafe")
         else:
-            clip(f[3], low if nb > 1 else low[0], high if nb > 1 else high[0], out=f[4], casting="unsafe")
+            clip(f[3], blo, bhi, out=f[4], casting="unsafe")
             if combine == "flip":
                 xor(f[5], flip, out=r)
             else:                   # the two blocks' bytes: their wrapping sum
