@@ -2240,6 +2240,18 @@ def _gap(rng, values, lo, hi, margin, step=1 / 64):
     return float(cand[int(rng.integers(cand.size))])
 
 
+def _unordered_rows(g, name, ins, srcs, ref, outs, image_pos):
+    """g.op for an operation whose selected rows have a data-dependent number and no specified
+    order inside an image: checked by _rows_check, and its results kept out of later operations
+    (no operation reads them)."""
+    tens = []
+    res = g.op(name, ins, srcs, ref, outs=outs, check=_rows_check(g, name, tens, image_pos))
+    tens += res
+    for ten in res:
+        g.tensors.remove(ten)
+    return res
+
+
 def _rows_check(g, name, tens, image_pos):
     """A check for operations whose selected rows have a data-dependent number and an order
     inside an image the specification leaves open (BOX_WITH_NMS_LIMIT, GENERATE_PROPOSALS):
@@ -2330,16 +2342,10 @@ def _box_with_nms_limit(g, rng, x):
     i_in = g.new_input(I32, (n,), values=bidx, const=bool(rng.random() < 0.5))
     ins = [s_in.idx, b_in.idx, i_in.idx, g.fscalar(t, th), g.i32(max_det), g.i32(kernel),
            g.fscalar(t, iou_th), g.fscalar(t, 0.5), g.fscalar(t, th / 2)]
-    tens = []
-    res = g.op("BOX_WITH_NMS_LIMIT", ins, [s_in, b_in, i_in],
-               lambda a, bb, ii: _nms_ref(a, bb, ii, th, max_det, iou_th),
-               outs=[(t, (unit, zp) if q else "free"), (bt, (0.125, 0) if q else "free"), (I32, "free"),
-                     (I32, "free")],
-               check=lambda got, wants, reals: _rows_check(g, "BOX_WITH_NMS_LIMIT", tens, 3)(got, wants, reals))
-    tens += res
-    for ten in res:          # the row order inside an image is unspecified: no operation reads them
-        g.tensors.remove(ten)
-    return res
+    return _unordered_rows(g, "BOX_WITH_NMS_LIMIT", ins, [s_in, b_in, i_in],
+                           lambda a, bb, ii: _nms_ref(a, bb, ii, th, max_det, iou_th),
+                           [(t, (unit, zp) if q else "free"), (bt, (0.125, 0) if q else "free"), (I32, "free"),
+                            (I32, "free")], 3)
 
 
 RECIPES.update({"BOX_WITH_NMS_LIMIT": _box_with_nms_limit})
@@ -2567,15 +2573,10 @@ def _generate_proposals(g, rng, x):
                                                        seen=seen))
     ins = [s_in.idx, d_in.idx, a_in.idx, i_in.idx, g.fscalar(t, hs), g.fscalar(t, ws), g.i32(p["pre"]),
            g.i32(p["post"]), g.fscalar(t, p["iou"]), g.fscalar(t, p["min_size"]), g.scalar("BOOL", nchw)]
-    tens = []
-    res = g.op("GENERATE_PROPOSALS", ins, [s_in, d_in, a_in, i_in], lambda s, dd, a, im: _gp_ref(s, dd, a, im, p),
-               outs=[(t, (s_in.scale, s_in.zp) if q else "free"), (Q16A if q else t, (0.125, 0) if q else "free"),
-                     (I32, "free")],
-               check=lambda got, wants, reals: _rows_check(g, "GENERATE_PROPOSALS", tens, 2)(got, wants, reals))
-    tens += res
-    for ten in res:          # the row order inside an image is unspecified: no operation reads them
-        g.tensors.remove(ten)
-    return res
+    return _unordered_rows(g, "GENERATE_PROPOSALS", ins, [s_in, d_in, a_in, i_in],
+                           lambda s, dd, a, im: _gp_ref(s, dd, a, im, p),
+                           [(t, (s_in.scale, s_in.zp) if q else "free"),
+                            (Q16A if q else t, (0.125, 0) if q else "free"), (I32, "free")], 2)
 
 
 RECIPES.update({"DETECTION_POSTPROCESSING": _detection_postprocessing, "GENERATE_PROPOSALS": _generate_proposals})
