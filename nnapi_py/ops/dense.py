@@ -9,7 +9,7 @@ import numpy as np
 from .. import constants as C
 from .base import Op, register, value_error
 from . import quant as Q
-from .quant import OutputStage, centered_max, exact_dtype, scale_product  # noqa: F401  (re-exported)
+from .quant import OutputStage, centered_max, exact_dtype, scale_product
 from .common import check_bias_quant, Derived, small
 
 F16, F32, I32 = C.TENSOR_FLOAT16, C.TENSOR_FLOAT32, C.TENSOR_INT32
