@@ -11,7 +11,7 @@ from .ops.base import Info, PoolBuffer, Runtime, deferred_failure
 from .operand import dims_text
 from . import profiling
 from .plan_rewrites import GraphRewrites
-from .plan_run import (INTERNAL_ERRORS, PlanRunner, UINT32_MAX, _compatible, _in_fp16, _itemsize,  # noqa: F401
+from .plan_run import (INTERNAL_ERRORS, PlanRunner, UINT32_MAX, _compatible, _in_fp16, _itemsize, control_step,  # noqa: F401
                        _record_internal, kernel_failure, size_problem)
 
 
@@ -276,11 +276,16 @@ class Plan(GraphRewrites, PlanRunner):
                 shapes[i] = tuple(np.shape(inf.value)) if inf.type not in C.SCALAR_TYPES else ()
             elif i < n and model.life[i] == INPUT and (inf.known or inf.type in C.SCALAR_TYPES):
                 shapes[i] = tuple(inf.dims)
-        static = not any(node.op.control for node in self.nodes)
+        static = True
         for node in self.nodes:
             if fold.alias:                      # inputs computed at compilation: their constants
                 node.ins = tuple([fold.alias.get(i, i) for i in node.ins])
             if node.op.control:
+                # IF / WHILE whose inputs' shapes are known and whose outputs are declared
+                # fully: a step of the static plan like any other (it runs its referenced
+                # models); else the plan runs node by node (run_dynamic)
+                node.kernel = control_step(node, infos, shapes)
+                static = static and node.kernel is not None
                 continue
             if node.deferred:                   # its outputs stay unknown; every run fails
                 self.failure = self.failure or node.deferred
@@ -310,6 +315,7 @@ class Plan(GraphRewrites, PlanRunner):
                 fold.try_fold(node, raw[0], shapes)
         self.constant_folds = fold.finish(self, shapes)
         self.static = static
+        self.has_control = static and any(nd.op.control for nd in self.nodes)
         self.shapes = shapes
         self.template = tmpl
         # temporaries to allocate per arena (static plans only)

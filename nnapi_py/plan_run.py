@@ -10,6 +10,7 @@ import numpy as np
 from . import constants as C
 from .errors import NNError, op_failed
 from .ops.base import Info, MAX_TENSOR_BYTES
+from .ops.control import loop as _loop
 from .event import halted, park, enter_run, leave_run
 from .operand import dims_text
 from . import profiling
@@ -106,6 +107,8 @@ class PlanRunner:
             self.check_runnable()
         ab = self.take_arena()
         slots, steps = ab[0], ab[1]
+        if self.has_control:                # IF / WHILE steps read the deadline here (control_step)
+            _loop.deadline = deadline
         enter_run()
         try:
             hi, ho = ab[2], ab[3]
@@ -275,6 +278,36 @@ class PlanRunner:
         if a is None:
             return Info(inf.type, inf.dims, inf.scale, inf.zp, inf.channel, None, True, inf.index)
         return Info(inf.type, tuple(np.shape(a)), inf.scale, inf.zp, inf.channel, a, False, inf.index)
+
+
+def control_step(node, infos, shapes):
+    """The static plan's step of an IF / WHILE node (kernel(ins, outs)), or None when the
+    plan must run node by node: an input's shape unknown at compilation, an output not
+    declared fully (its shape comes from the referenced model's run), or a float16 partition.
+    The step runs the operation (Op.execute, the referenced models' plans) and copies its
+    results into the step's output arrays, failing with run_dynamic's reason where a result's
+    shape differs from the declared one.  Declares the outputs' shapes (into shapes)."""
+    if node.fp16 or any(i not in shapes for i in node.ins):
+        return None
+    dims = []
+    for o in node.outs:
+        inf = infos[o]
+        d = () if inf.type in C.SCALAR_TYPES else inf.dims
+        if d is None or not all(d) or inf.type not in C.DTYPES:
+            return None
+        dims.append(tuple(int(x) for x in d))
+    for o, d in zip(node.outs, dims):
+        shapes[o] = d
+    op, name, outs = node.op, node.name, node.outs
+
+    def step(ia, oa):
+        results = op.execute(node, ia, getattr(_loop, "deadline", None))
+        for o, r, a, d in zip(outs, results, oa, dims):
+            if np.shape(r) != d:
+                raise op_failed(f"{name}: output shape {list(np.shape(r))} for operand {o} conflicts with "
+                                f"its declared dimensions {dims_text(infos[o].dims)}")
+            a[...] = r
+    return step
 
 
 INTERNAL_ERRORS = []     # (operation, exception text) of kernel failures that validation should have caught

@@ -181,7 +181,7 @@ def test_while_flat_run_same_as_per_operation_run(monkeypatch):
     real = Plan.run_static
 
     def refuse(self, *a, **k):
-        calls.append(1)
+        calls.append(self)
         return real(self, *a, **k)
     monkeypatch.setattr(Plan, "run_static", refuse)
     c.run(feed)
@@ -189,8 +189,14 @@ def test_while_flat_run_same_as_per_operation_run(monkeypatch):
     from nnapi_py.ops import control
     monkeypatch.setattr(control, "FLAT", False)
     calls.clear()
-    slow = _counter_loop(5).compile().run(feed)
-    assert not calls
+    slow_c = _counter_loop(5).compile()
+    slow = slow_c.run(feed)
+    # the outer plan (its shapes known) is static, the WHILE one of its steps; the sub-plans
+    # ran operation by operation
+    from nnapi_py import _capi, ffi
+    outer = _capi._H[int(ffi.cast("uintptr_t", slow_c.handle))].plan
+    assert outer.static and outer.has_control
+    assert all(p is outer for p in calls), "a WHILE sub-plan ran flat with control.FLAT off"
     _same(flat, slow)
 
 
