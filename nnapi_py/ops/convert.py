@@ -30,8 +30,11 @@ Q8SYMM, PERCH = C.TENSOR_QUANT8_SYMM, C.TENSOR_QUANT8_SYMM_PER_CHANNEL
 BOOL8, Q16S, Q16A = C.TENSOR_BOOL8, C.TENSOR_QUANT16_SYMM, C.TENSOR_QUANT16_ASYMM
 
 
-def _lookup(table):
-    """Kernel: the output is table[byte of the 8-bit input] (a 256-entry table)."""
+def _lookup(table, inp):
+    """Kernel: the output is table[byte of the 8-bit input inp] (a 256-entry table): on a small
+    tensor (common.SMALL) quant.small_lookup's one call, else quant.ByteLookup."""
+    if common.small(inp):
+        return Q.small_lookup(table, inp.dtype, common.n_elements(inp))
     look = Q.ByteLookup(table)
 
     def k(i, o):
@@ -112,7 +115,7 @@ class Quantize(_Conversion):
             bufs = scratch.take()
             vector(codes, table, bufs)
             scratch.give(bufs)
-            return _lookup(table)
+            return _lookup(table, ins[0])
 
         if common.small(ins[0]) and common.n_elements(ins[0]) > 1:
             return _small_quantize(tuple(ins[0].dims), scale, zp, lo, hi)
@@ -192,7 +195,7 @@ class Dequantize(_Conversion):
         # DEQUANTIZE in a streaming model 4.0 -> 2.1 us; 2 passes fewer on large tensors)
         with np.errstate(all="ignore"):
             table = Q.dequant_table(inp.type, inp.scale, inp.zp).astype(outs[0].dtype)
-        return _lookup(table)
+        return _lookup(table, inp)
 
 
 # CAST: FL3 any-to-any among these; FL4 identity casts for the others

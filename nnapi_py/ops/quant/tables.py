@@ -28,6 +28,28 @@ def take(table, a, out):
     np.take(table, as_bytes(a), out=out, mode="clip")
 
 
+def small_lookup(table, in_dtype, size):
+    """Kernel k(i, o): o[0] = table[byte of i[0]] for a small 8-bit input (common.SMALL) of
+    `size` values.  One value (a streaming model's last QUANTIZE or LOGISTIC): its Python
+    value (item(); an int8 value v reads the list's entry v, from the end when negative: its
+    byte pattern) looked up in the table as a list and stored by fill() -- the table's values
+    as Python numbers, exact for its dtype.  More: the table's own take straight into the
+    output with the input's values as indices (int8: mode "wrap", entry v mod 256; uint8
+    values are in range, "clip" clips nothing).  One numpy call, no byte view made."""
+    if size == 1:
+        values = table.tolist()
+
+        def one(i, o):
+            o[0].fill(values[i[0].item()])
+        return one
+    tk = table.take
+    mode = "wrap" if np.dtype(in_dtype) == np.int8 else "clip"
+
+    def k(i, o):
+        tk(i[0], None, o[0], mode)
+    return k
+
+
 PAIR_LOOKUP_MIN = 4096      # ByteLookup: values from which two bytes are looked up at once
 
 
