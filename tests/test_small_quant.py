@@ -119,3 +119,42 @@ def test_small_lookups_every_code(shape, signed):
     for k in range(0, 256, size):
         x = np.resize(np.roll(codes, -k), shape).astype(np.int8 if signed else np.uint8)
         _same(cs[0].run({"x": x}), cs[1].run({"x": x}))
+
+
+# ---- AVERAGE_POOL_2D of a small image (pool._small_quant_average_lut) ----------------------------
+@pytest.mark.parametrize("seed", range(30))
+@pytest.mark.parametrize("signed", [False, True])
+def test_small_average_pool_tables(seed, signed, monkeypatch):
+    """The window sums' table form against the general kernel's passes: padding (windows of
+    several sizes, so several tables), strides, filters as large as the image, activations,
+    batches, NCHW, inputs at the type's extremes; the form is taken (its tables are small)."""
+    from nnapi_py.ops import pool
+    made = []
+    lut = pool._small_quant_average_lut
+    monkeypatch.setattr(pool, "_small_quant_average_lut", lambda *a: made.append(a) or lut(*a))
+    rng = np.random.default_rng(seed + 500 * signed)
+    n, h, w, c = 1 + seed % 3, int(rng.integers(1, 9)), int(rng.integers(1, 9)), int(rng.integers(1, 6))
+    fh, fw = int(rng.integers(1, min(h, 4) + 1)), int(rng.integers(1, min(w, 4) + 1))
+    sh, sw = int(rng.integers(1, 3)), int(rng.integers(1, 3))
+    fuse = int(rng.integers(0, 4))
+    nchw = bool(seed % 4 == 1)
+    t = _qtype(rng, signed)
+    shape = (n, c, h, w) if nchw else (n, h, w, c)
+    explicit = seed % 3 == 2
+    if explicit:
+        pads = [int(rng.integers(0, f)) for f in (fw, fw, fh, fh)]
+        args = pads + [sw, sh, fw, fh, fuse, nchw]
+    else:
+        args = [int(rng.integers(1, 3)), sw, sh, fw, fh, fuse, nchw]
+
+    def build():
+        m = nn.Model()
+        xi = m.input("x", t, shape)
+        m.output(m.op("AVERAGE_POOL_2D", xi, *args, outputs=[t]), "y")
+        return m
+    lean, general = _compiled(build)
+    assert made
+    lo, hi = (-128, 127) if signed else (0, 255)
+    for x in (_qvalues(rng, shape, signed), np.full(shape, lo), np.full(shape, hi), _qvalues(rng, shape, signed)):
+        x = x.astype(np.int8 if signed else np.uint8)
+        _same(lean.run({"x": x}), general.run({"x": x}))

@@ -21,7 +21,7 @@ materialising a padded copy; the slices of both passes are worked out once per l
 import numpy as np
 
 from .. import constants as C
-from .base import Op, register, value_error
+from .base import Op, kept_array, register, value_error
 from .padding import implicit_padding, out_size
 from . import quant as Q
 from . import common
@@ -318,6 +318,80 @@ def _small_quant_average(geo, cnt, half, signed, lo, hi):
     return core
 
 
+AVERAGE_LUT_MAX = 1 << 16     # _small_quant_average_lut: most table entries (every window size's sums)
+
+
+def _small_quant_average_lut(geo, counts, dtype, lo, hi):
+    """Quantized AVERAGE_POOL_2D of a small image whose window sums' tables are small: the
+    output byte of every possible window sum, per window size cnt (sums cnt * qmin ..
+    cnt * qmax), is the reference's integer average (|s| + cnt // 2) // cnt with the sign of s,
+    clamped to [lo, hi], made here; a run is 4 numpy calls: the input cast into a float32
+    column block [H*W + 1, N, C] whose last row is ones, one product with the window matrix
+    whose last column is each output position's table offset (exact integers below 2**24),
+    the cast to indices, and the table's take into the output.  None where the tables would
+    exceed AVERAGE_LUT_MAX entries."""
+    info = np.iinfo(dtype)
+    qmin, qmax = int(info.min), int(info.max)
+    base, parts, size = {}, [], 0
+    for cnt in sorted({int(v) for v in counts.ravel()}):
+        sums = np.arange(cnt * qmin, cnt * qmax + 1, dtype=np.int64)
+        avg = np.sign(sums) * ((np.abs(sums) + cnt // 2) // cnt)
+        parts.append(np.clip(avg, lo, hi).astype(dtype))
+        base[cnt] = size - cnt * qmin
+        size += len(sums)
+        if size > AVERAGE_LUT_MAX:
+            return None
+    lut = np.concatenate(parts)
+    oh, ow, h, w = geo.oh, geo.ow, geo.h, geo.w
+    hw, npos = h * w, oh * ow
+    p = np.zeros((oh, ow, hw + 1), np.float32)
+    win = p[:, :, :hw].reshape(oh, ow, h, w)
+    for r0, r1, i0 in geo.rows:
+        for c0, c1, j0 in geo.cols:
+            for o in range(r0, r1):
+                for q in range(c0, c1):
+                    win[o, q, i0 + (o - r0) * geo.sh, j0 + (q - c0) * geo.sw] = 1
+    p[:, :, hw] = [[base[int(v)] for v in row] for row in counts.reshape(oh, ow)]
+    p = p.reshape(npos, hw + 1)
+    take, dot, copyto = lut.take, np.dot, np.copyto
+    frames = {}                 # batch size -> the pool of work arrays for it
+
+    def new(n, c):
+        xa = np.ones((hw + 1, n, c), np.float32)
+        s = np.empty((npos, n * c), np.float32)
+        idx = np.empty((n, npos, c), np.intp)
+        # [input view (N, H, W, C), the column block 2-D, sums, sums seen (N, positions, C),
+        #  indices, last output, its (N, positions, C) view]
+        return [xa[:hw].reshape(h, w, n, c).transpose(2, 0, 1, 3), xa.reshape(hw + 1, n * c), s,
+                s.reshape(npos, n, c).transpose(1, 0, 2), idx, None, None]
+
+    def core(x, y):
+        n, c = x.shape[0], x.shape[3]
+        if n == 0:
+            return
+        pool = frames.get(n)
+        if pool is None:
+            pool = frames[n] = []
+        try:
+            f = pool.pop()
+        except IndexError:
+            f = new(n, c)
+        copyto(f[0], x)
+        dot(p, f[1], out=f[2])
+        copyto(f[4], f[3], casting="unsafe")
+        if y is f[5]:
+            take(f[4], None, f[6], "clip")
+        elif y.flags.c_contiguous:
+            v = y.reshape(n, npos, c)
+            take(f[4], None, v, "clip")
+            if kept_array(y):
+                f[5], f[6] = y, v
+        else:                   # (an NCHW output seen as NHWC)
+            y[...] = take(f[4]).reshape(y.shape)
+        pool.append(f)
+    return core
+
+
 @register
 class AveragePool2D(Pool2D):
     name = "AVERAGE_POOL_2D"
@@ -332,7 +406,8 @@ class AveragePool2D(Pool2D):
             half = (geo.count // 2).astype(acc)
             signed = t == Q8S
             if acc == np.float32 and geo.h * geo.w * geo.oh * geo.ow <= common.SMALL:
-                return _small_quant_average(geo, cnt, half, signed, lo, hi)
+                core = _small_quant_average_lut(geo, geo.count, C.DTYPES[t], lo, hi)
+                return core or _small_quant_average(geo, cnt, half, signed, lo, hi)
 
             def core(x, y):
                 _rounded_average(geo.reduce(x, np.add, 0, acc), y, half, cnt, signed, lo, hi)
