@@ -24,7 +24,8 @@ def _new_pool(nbytes):
 # ---- constant folding -------------------------------------------------------------------------
 FOLD_FACTOR = 4                 # folded results kept: at most this many times the model's constant bytes ...
 FOLD_FLOOR = 16 << 20           # ... or this many bytes, whichever is more
-NEVER_FOLDED = frozenset(("RANDOM_MULTINOMIAL",))       # a draw per computation, not a value of its inputs
+NEVER_FOLDED = frozenset(("RANDOM_MULTINOMIAL",))
+VIEWS = True                    # outputs that are views of their input take no kernel (Plan._views)       # a draw per computation, not a value of its inputs
 
 
 class _ConstantFolds:
@@ -320,12 +321,15 @@ class Plan(GraphRewrites, PlanRunner):
         self.template = tmpl
         # temporaries to allocate per arena (static plans only)
         life = model.life
-        self.temps = [(i, shapes[i], infos[i].dtype) for i in range(n)
-                      if static and life[i] not in (INPUT, OUTPUT, CONST, CONST_REF, NO_VALUE, SUBGRAPH)
-                      and i in shapes and infos[i].type in C.DTYPES]
+        temp = {i for i in range(n) if static and life[i] not in (INPUT, OUTPUT, CONST, CONST_REF, NO_VALUE, SUBGRAPH)
+                and i in shapes and infos[i].type in C.DTYPES}     # (folded constants are past n)
+        self.views = self._views(temp, infos, shapes) if static and VIEWS else {}
+        self.temps = [(i, shapes[i], infos[i].dtype) for i in range(n) if i in temp and i not in self.views]
         self._arenas = []           # free arenas (take_arena)
         self.pool_sizes, self.pool_of = self._share_temps() if static else ([], {})
-        self.steps = [(nd.kernel, nd.ins, nd.outs) for nd in self.nodes] if static else None
+        viewed = {nd.outs[0] for nd in self.nodes if nd.outs and nd.outs[0] in self.views}
+        self.steps = [(nd.kernel, nd.ins, nd.outs) for nd in self.nodes
+                      if not (nd.outs and nd.outs[0] in viewed)] if static else None
         # where each model input / output appears in the steps' argument lists: (step, 0 for
         # inputs / 1 for outputs, position); those entries are set per run, the rest per arena
         where = {}
@@ -383,6 +387,44 @@ class Plan(GraphRewrites, PlanRunner):
             kernel = profiling.timed(node.name, kernel, profiling.kernel_label(node.name, ins, outs))
         return kernel
 
+    def _views(self, temp, infos, shapes):
+        """{operand: (source operand, index, shape)}: the outputs of operations that only
+        select a contiguous part of their first input or reshape it (Op.view_of: RESHAPE,
+        SQUEEZE, EXPAND_DIMS, SLICE, STRIDED_SLICE, SPLIT), where source and outputs are
+        temporaries of the arena: such an output is a view of its source, made once per arena
+        (source[index].reshape(shape)), and the operation runs no kernel.  A view is taken only
+        where it is C-contiguous and shares the source's memory (checked on an array of the
+        source's shape: the arena's arrays are C-contiguous alike); the source's buffer then
+        lives as long as its views are read (_share_temps).  Operations of float16 partitions
+        run their kernels as before.  NNAPI_PY_PROFILE lists how many were handed on."""
+        views = {}
+        count = 0
+        for node in self.nodes:
+            if node.kernel is None or node.op.control or node.fp16 or not node.ins:
+                continue
+            src = node.ins[0]
+            if not (src in temp or src in views) or not all(o in temp for o in node.outs):
+                continue
+            ins = [self._info_with(infos[i], shapes.get(i)) for i in node.ins]
+            outs = [infos[o].with_dims(shapes[o]) for o in node.outs]
+            where = node.op.view_of(ins, outs)
+            if where is None:
+                continue
+            probe = np.empty(shapes[src], infos[src].dtype)
+            got = []
+            for o, w in zip(node.outs, where):
+                v = probe[w].reshape(shapes[o])
+                if (infos[o].dtype != infos[src].dtype or not v.flags.c_contiguous
+                        or v.size and not np.shares_memory(v, probe)):
+                    break
+                got.append((o, (src, w, shapes[o])))
+            else:
+                views.update(got)
+                count += 1
+        if count and profiling.ENABLED:
+            profiling.note(f"{count} operation(s) handed on as views of their input (no kernel runs)")
+        return views
+
     def check_runnable(self):
         """Raise the deferred failure (OP_FAILED) of a plan whose checks failed at compilation."""
         if self.failure is not None:
@@ -399,9 +441,13 @@ class Plan(GraphRewrites, PlanRunner):
         sizes, pool_of = [], {}
         nbytes = {i: int(np.prod(shape, dtype=np.int64)) * np.dtype(dt).itemsize
                   for i, shape, dt in self.temps}
+        root = {}                               # a view -> the temporary whose memory it is
+        for o, (src, _, _) in self.views.items():
+            root[o] = root.get(src, src)
         last = {}
         for s, node in enumerate(self.nodes):
             for i in node.ins:
+                i = root.get(i, i)
                 if i in nbytes:
                     last[i] = s
         free = []
@@ -422,7 +468,7 @@ class Plan(GraphRewrites, PlanRunner):
                 if k in free:
                     free.remove(k)
                 pool_of[o] = k
-            for i in set(node.ins) | set(node.outs):
+            for i in {root.get(i, i) for i in node.ins} | set(node.outs):
                 if i in pool_of and last.get(i, s) <= s:
                     free.append(pool_of[i])
         return sizes, pool_of
@@ -455,6 +501,8 @@ class Plan(GraphRewrites, PlanRunner):
                     slots[i] = np.empty(shape, dt)
                 else:                           # a view from the start of the shared buffer
                     slots[i] = np.ndarray(shape, dt, buffer=pools[k])
+            for o, (src, where, shape) in self.views.items():     # in the operations' order
+                slots[o] = slots[src][where].reshape(shape)
             steps = [(k, [slots[i] for i in ii], [slots[o] for o in oo]) for k, ii, oo in self.steps]
             return [slots, steps, None, None]
 

@@ -362,6 +362,13 @@ class Op:
         input 0 with no padding; None when it cannot."""
         return None
 
+    def view_of(self, ins, outs):
+        """For an operation whose every output is a part of input 0 (or all of it) in another
+        shape: per output the numpy index selecting it (out = in[index].reshape(out's shape)),
+        for these input and output Infos (shapes known); None otherwise.  The plan hands such
+        outputs on as views of the input where they are contiguous (no kernel runs)."""
+        return None
+
     def validate(self, sig):
         raise NotImplementedError
 

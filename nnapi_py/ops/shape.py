@@ -36,6 +36,9 @@ def view_as(arr, shape):
 class _Reshaping(Op):
     """RESHAPE, SQUEEZE, EXPAND_DIMS: the data unchanged, in the output's (inferred) shape."""
 
+    def view_of(self, ins, outs):
+        return [()]                     # all of input 0
+
     def build(self, ins, outs):
         shape = outs[0].dims
 
@@ -392,10 +395,13 @@ class Split(Op):
         d[axis] //= num
         return [tuple(d)] * num
 
-    def build(self, ins, outs):
+    def view_of(self, ins, outs):
         axis, num = self._params(ins)
         size = ins[0].dims[axis] // num
-        where = [axis_slice(axis, slice(k * size, (k + 1) * size)) for k in range(num)]
+        return [axis_slice(axis, slice(k * size, (k + 1) * size)) for k in range(num)]
+
+    def build(self, ins, outs):
+        where = self.view_of(ins, outs)
 
         def kernel(i, o):
             x = i[0]

@@ -80,8 +80,11 @@ class Slice(Op):
     def infer(self, ins):
         return [tuple(s for _, s in self._region(ins))]
 
+    def view_of(self, ins, outs):
+        return [tuple(slice(b, b + s) for b, s in self._region(ins))]
+
     def build(self, ins, outs):
-        where = tuple(slice(b, b + s) for b, s in self._region(ins))
+        where = self.view_of(ins, outs)[0]
 
         def kernel(i, o):
             o[0][...] = i[0][where]
@@ -174,7 +177,7 @@ class StridedSlice(Op):
         out = tuple(n for b, n, s, keep in self._plan(ins) if keep)
         return [out if out else (1,)]
 
-    def build(self, ins, outs):
+    def view_of(self, ins, outs):
         where = []
         for b, n, s, keep in self._plan(ins):
             if n == 0:
@@ -182,7 +185,10 @@ class StridedSlice(Op):
                 continue
             stop = b + s * (n - 1) + (1 if s > 0 else -1)
             where.append(slice(b, stop if stop >= 0 else None, s))
-        where = tuple(where)
+        return [tuple(where)]
+
+    def build(self, ins, outs):
+        where = self.view_of(ins, outs)[0]
         shape = outs[0].dims
 
         def kernel(i, o):
