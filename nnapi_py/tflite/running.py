@@ -22,6 +22,21 @@ class Running:
     def run(self, inputs: Sequence[np.ndarray]) -> List[np.ndarray]:
         """Inputs in the model's input order -> outputs in its output order.  A streaming model's
         variables are carried from one call to the next (reset() starts over)."""
+        p = self._pair
+        if p and type(inputs) in (list, tuple) and len(inputs) == len(p.specs):
+            # a step of a streaming model: arrays of the compiled shapes and dtypes, run as they
+            # are on the reusable executions (what the general way below does with them)
+            for a, (shape, dtype) in zip(inputs, p.specs):
+                if type(a) is not np.ndarray or a.shape != shape or a.dtype != dtype:
+                    break
+            else:
+                if self._exec_lock.acquire(False):
+                    try:
+                        return p.run(inputs)
+                    except nn.NNAPIError as e:
+                        raise self._told(e) from None
+                    finally:
+                        self._exec_lock.release()
         if self.check_only:
             raise RuntimeError(f"{os.path.basename(self.path)} was loaded with check_only=True: report() only")
         inputs = inout.check_inputs(self._inputs, inputs)      # count, shape, dtype: ValueError naming the input
@@ -30,10 +45,14 @@ class Running:
         try:
             return self._run(inputs)
         except nn.NNAPIError as e:
-            # a rule Android checks at execution failed at the file's placeholder shapes: say why
-            if not self._file_shapes or e.code_name != "OP_FAILED":
-                raise
-            raise nn.NNAPIError(e.code, f"{e.reason}. {self._shapes_hint()}", e.call) from None
+            raise self._told(e) from None
+
+    def _told(self, e):
+        """The error a run raises for the library's error e: a rule Android checks at execution
+        that failed at the file's placeholder shapes says why."""
+        if not self._file_shapes or e.code_name != "OP_FAILED":
+            return e
+        return nn.NNAPIError(e.code, f"{e.reason}. {self._shapes_hint()}", e.call)
 
     def _run(self, inputs):
         if self._stitch is not None:
@@ -139,6 +158,7 @@ class _StatePair:
         tout = {o.name: o for o in model.nn_model.outputs}
         given = model.nn_model.inputs[:len(model._inputs)]     # the graph's inputs come first, in order
         self.feed_names = [o.name for o in given]
+        self.specs = [(tuple(shape), info.dtype) for info, shape in zip(model._inputs, model.input_shapes)]
         self.feeds = [[], []]               # per execution: the buffer of each model input, bound
         for o, info, shape in zip(given, model._inputs, model.input_shapes):
             shape = tuple(shape)
@@ -163,6 +183,7 @@ class _StatePair:
         self.kept = [(v, "state:" + v, self.bufs[0].get(v)) for v in self.outs if v not in self.paired]
         self.k = 0                          # the execution to run next (it reads bufs[k])
         self.bound = [False, False]
+        self.results = [None, None]         # per execution: (its result dict, the outputs' views in order)
         self.last = {}                      # variables assigned but not alternated: latest values
 
     def run(self, arrays):
@@ -183,13 +204,17 @@ class _StatePair:
             self.bound[k] = True
             if self.execs[1] is ex:         # one execution in both places (no paired state)
                 self.bound[1 - k] = True
-        for v, key, both in self.kept:
-            self.last[v] = r = res[key]
-            if both is not None:            # read too, but of another dtype / shape: copied
-                both[...] = r
+        if self.kept:
+            for v, key, both in self.kept:
+                self.last[v] = r = res[key]
+                if both is not None:        # read too, but of another dtype / shape: copied
+                    both[...] = r
         if self.paired:
             self.k = 1 - k
-        return [res[n].copy() for n in self.names]
+        outs = self.results[k]
+        if outs is None or outs[0] is not res:  # the execution's output views (the same every run)
+            outs = self.results[k] = (res, [res[n] for n in self.names])
+        return [a.copy() for a in outs[1]]
 
     def values(self):
         vals = {v: a.copy() for v, a in self.bufs[self.k].items()}
