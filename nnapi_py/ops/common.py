@@ -7,7 +7,7 @@ window/padding geometry).
 import numpy as np
 
 from .. import constants as C
-from .base import resolve_axis, scalar, tname, value_error, MAX_TENSOR_BYTES
+from .base import kept_array, resolve_axis, scalar, tname, value_error, MAX_TENSOR_BYTES
 from .base import scalar as scalar_of       # a known scalar operand's value (None when unknown)
 from . import quant as Q
 from .quant import scale_product
@@ -60,6 +60,88 @@ def small(*infos):
         if n is None or n > SMALL:
             return False
     return True
+
+
+class Reshaped:
+    """A kernel's array seen in another shape of the same size, for the small-tensor path (a
+    reshape costs about 0.4 us a call, numpy's broadcasting of a [1, 1] or [32] operand against
+    [1, 32] about 1 us over a same-shape call): the view of the last array given is kept when
+    views of it may be kept (base.kept_array: a plan temporary or a kernel's own array), so a
+    run on the same array makes none.  `const` (a constant operand's array known at build,
+    given only when it is one: never a caller's array) is viewed once; the run passes that
+    very array.  Only views are kept: a kept one always shows the array's current values (an
+    input that cannot be viewed so is reshaped into a copy each call).  `out`: the array is
+    an output, whose view must share its memory (a copy would lose the writes: raises).
+    `dtype`: the view's dtype, of the array's item size (TENSOR_BOOL8 data as uint8 bytes).
+    (array, view) is one tuple: threads sharing the kernel read a consistent pair."""
+    __slots__ = ("shape", "pair", "out", "dtype")
+
+    def __init__(self, shape, const=None, out=False, dtype=None):
+        self.shape = tuple(shape)
+        self.out = out
+        self.dtype = dtype
+        self.pair = (None, None)
+        if isinstance(const, np.ndarray):
+            self.pair = (const, (const if dtype is None else const.view(dtype)).reshape(self.shape))
+
+    def __call__(self, a):
+        p = self.pair
+        if p[0] is a:
+            return p[1]
+        v = a.view() if self.dtype is None else a.view(self.dtype)
+        try:
+            v.shape = self.shape
+        except AttributeError:          # not viewable in that shape (a strided input): a copy, not kept
+            if self.out:
+                raise
+            return v.reshape(self.shape)
+        if kept_array(a):
+            self.pair = (a, v)
+        return v
+
+
+def lean_operand(info, shape, const_ok, dtype=None):
+    """How the small-tensor path hands an elementwise operand (Info) to a ufunc whose output
+    has `shape`: None when it is passed as it is (its shape is the output's, or it is truly
+    broadcast), else a Reshaped to the output's shape (the same elements with fewer leading
+    1s) or to a 0-d view (one element).  The elements are the ones numpy's broadcasting
+    pairs, so results are the same bits.  const_ok: info.value, when set, is a constant
+    (a static build: some other operand of the operation has no value).  dtype: the ufunc
+    takes the data in that dtype (Reshaped's; then never None)."""
+    dims = tuple(info.dims)
+    shape = tuple(shape)
+    const = info.value if const_ok else None
+    if dims == shape:
+        return None if dtype is None else Reshaped(dims, const, dtype=dtype)
+    n, total = n_elements(info), 1
+    for d in shape:
+        total *= int(d)
+    if n == 1:
+        return Reshaped((), const, dtype=dtype)
+    if n == total and n:
+        return Reshaped(shape, const, dtype=dtype)
+    return None if dtype is None else Reshaped(dims, const, dtype=dtype)
+
+
+_CLIP = getattr(getattr(getattr(np, "_core", None), "umath", None), "clip", None)
+
+
+def float_clamp(fuse, dtype):
+    """quant.apply_float_activation(out, fuse) as fn(out), its bounds prepared as 0-d arrays
+    of the dtype (a Python number is converted on every call, about 2 us for the clip ufunc's
+    two): the same ufunc on the same values, so the same bits.  None for FUSED_NONE."""
+    if fuse == C.FUSED_NONE:
+        return None
+    if np.dtype(dtype) != np.float32 or _CLIP is None:
+        def act(out):
+            Q.apply_float_activation(out, fuse)
+        return act
+    lo, hi = {C.FUSED_RELU: (0.0, np.inf), C.FUSED_RELU1: (-1.0, 1.0), C.FUSED_RELU6: (0.0, 6.0)}[fuse]
+    lo, hi, clip = np.array(lo, np.float32), np.array(hi, np.float32), _CLIP
+
+    def act(out):
+        clip(out, lo, hi, out=out)
+    return act
 
 
 # ---- from the elementwise family

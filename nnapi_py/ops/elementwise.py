@@ -22,6 +22,7 @@ from .. import constants as C
 from .base import Op, register, register_variants, value_error
 from . import quant as Q
 from .common import broadcast_shape, check_present, dequant_table, small  # noqa: F401
+from .common import Reshaped, float_clamp, lean_operand
 
 F16, F32, I32 = C.TENSOR_FLOAT16, C.TENSOR_FLOAT32, C.TENSOR_INT32
 Q8, Q8S = C.TENSOR_QUANT8_ASYMM, C.TENSOR_QUANT8_ASYMM_SIGNED
@@ -112,6 +113,8 @@ class Binary(Op):
                                   f"TENSOR_INT32, got {fuse}", at_runtime=False)
             return self.int_kernel()
         if t in FLOATS:
+            if t == F32 and small(ins[0], ins[1], outs[0]):
+                return lean_pair(self.ufunc, ins, outs, float_clamp(fuse, np.float32))
             return self.float_kernel(fuse)
         return self.quant_kernel(ins[0], ins[1], outs[0], fuse)
 
@@ -163,6 +166,46 @@ class Binary(Op):
 
     def quant_table(self, a, b, out, fuse):
         raise NotImplementedError
+
+
+def lean_pair(ufunc, ins, outs, act=None, dtype=None):
+    """The small-tensor kernel of ufunc(input 0, input 1, out=output 0) (then act(output 0)
+    when act is given): an operand of one element is passed as a 0-d view, one of the
+    output's size in another shape (fewer leading 1s) as a view in the output's shape, so
+    numpy takes its same-shape loop instead of setting up a broadcast (about 1 us less);
+    views kept from run to run (common.Reshaped), a constant's made at build.  The ufunc
+    pairs the same elements, so the results are the same bits.  dtype: the inputs' data
+    taken in that dtype (BOOL8 as bytes)."""
+    shape = outs[0].dims
+    const_ok = ins[0].value is None or ins[1].value is None      # a static build: values are constants
+    pa = lean_operand(ins[0], shape, const_ok, dtype)
+    pb = lean_operand(ins[1], shape, const_ok, dtype)
+    f = ufunc
+    if pa is None and pb is None:
+        def k(i, o):
+            z = o[0]
+            f(i[0], i[1], out=z)
+            if act is not None:
+                act(z)
+    elif pa is None:
+        def k(i, o):
+            z = o[0]
+            f(i[0], pb(i[1]), out=z)
+            if act is not None:
+                act(z)
+    elif pb is None:
+        def k(i, o):
+            z = o[0]
+            f(pa(i[0]), i[1], out=z)
+            if act is not None:
+                act(z)
+    else:
+        def k(i, o):
+            z = o[0]
+            f(pa(i[0]), pb(i[1]), out=z)
+            if act is not None:
+                act(z)
+    return k
 
 
 def _add_sub_kernel(a, b, out, fuse, negate_second):
@@ -347,6 +390,9 @@ class Compare(Pairwise):
         t = ins[0].type
         f = self.ufunc
         if t == BOOL8:
+            if small(*ins, *outs):
+                return lean_pair(f, ins, outs, dtype=np.uint8)
+
             def k(i, o):
                 f(_bool_operand(i[0]), _bool_operand(i[1]), out=o[0])
             return k
@@ -355,6 +401,8 @@ class Compare(Pairwise):
             da, db = dequant_table(ins[0]), dequant_table(ins[1])
             table = f(da[:, None], db[None, :]).ravel()
             return Binary.table_kernel(table, ins[:2], outs)
+        if small(*ins, *outs):
+            return lean_pair(f, ins, outs)
 
         def k(i, o):
             f(i[0], i[1], out=o[0])
@@ -381,6 +429,8 @@ class LogicalBinary(Pairwise):
 
     def build(self, ins, outs):
         f = self.ufunc
+        if small(*ins, *outs):
+            return lean_pair(f, ins, outs, dtype=np.uint8)
 
         def k(i, o):
             f(_bool_operand(i[0]), _bool_operand(i[1]), out=o[0])
@@ -408,6 +458,13 @@ class LogicalNot(Op):
         return [ins[0].dims]
 
     def build(self, ins, outs):
+        if small(*ins, *outs):
+            look, zero, eq = Reshaped(ins[0].dims, dtype=np.uint8), np.zeros((), np.uint8), np.equal
+
+            def k(i, o):
+                eq(look(i[0]), zero, out=o[0])
+            return k
+
         def k(i, o):
             np.equal(_bool_operand(i[0]), 0, out=o[0])
         return k

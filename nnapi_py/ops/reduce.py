@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import constants as C
 from .base import Op, kept_array, register, register_variants, resolve_axis, value_error
-from .common import require_present  # noqa: F401
+from .common import Reshaped, require_present, small  # noqa: F401
 
 F16, F32, I32 = C.TENSOR_FLOAT16, C.TENSOR_FLOAT32, C.TENSOR_INT32
 Q8, Q8S, B8 = C.TENSOR_QUANT8_ASYMM, C.TENSOR_QUANT8_ASYMM_SIGNED, C.TENSOR_BOOL8
@@ -114,7 +114,20 @@ class _Reduce(Op):
 
     def build(self, ins, outs):
         axes, _keep, _out, kshape = self.plan_axes(ins)
-        return self.kernel(ins[0], axes, kshape)
+        inp = ins[0]
+        count = 1
+        for a in axes:
+            count *= inp.dims[a]
+        if count and small(inp, outs[0]) and 0 not in inp.dims:
+            k = self.lean_kernel(inp, axes, kshape, tuple(outs[0].dims), count)
+            if k is not None:
+                return k
+        return self.kernel(inp, axes, kshape)
+
+    def lean_kernel(self, inp, axes, kshape, out, count):
+        """The small-tensor kernel (common.small), or None: the general one then.  out: the
+        output's shape; count: the elements reduced into each output element (> 0)."""
+        return None
 
 
 @register
@@ -126,6 +139,28 @@ class Mean(_Reduce):
 
     def keep(self, v):
         return int(v) > 0          # "if positive"
+
+    def lean_kernel(self, inp, axes, kshape, out, count):
+        """float32: the sum into a new array of the reduced shape (the general kernel's
+        reduction, so its summation order), divided into the output: two numpy calls and
+        none in place (an in-place ufunc on one element costs 0.5 us more).  (Even one element
+        per output is summed: numpy's sum starts from +0.0, so -0.0 gives +0.0.)"""
+        if inp.type != F32:
+            return None
+        add, div, c = np.add.reduce, np.divide, np.array(count, np.float32)
+        if out == kshape:
+            def k(i, o):
+                div(add(i[0], axes, None, None, True), c, out=o[0])
+            return k
+        if out == tuple(n for d, n in enumerate(inp.dims) if d not in axes):
+            def k(i, o):
+                div(add(i[0], axes), c, out=o[0])
+            return k
+        view = Reshaped(kshape, out=True)
+
+        def k(i, o):
+            div(add(i[0], axes, None, None, True), c, out=view(o[0]))
+        return k
 
     def kernel(self, inp, axes, kshape):
         count = 1
@@ -241,6 +276,28 @@ class _LogicalReduce(_Reduce):
         def k(i, o):
             # any non-zero byte is true: look at the raw bytes
             red(i[0].view(np.uint8), axis=axes, keepdims=True, out=views(o[0]))
+        return k
+
+    def lean_kernel(self, inp, axes, kshape, out, count):
+        """One element per output: whether its byte is non-zero (np.not_equal; the reduction
+        of one element is that element as a bool), one numpy call.  Else the general kernel's
+        reduction with the byte view of the input and the output's view kept (common.Reshaped)."""
+        if count == 1:
+            look, zero = Reshaped(out, dtype=np.uint8), np.zeros((), np.uint8)
+            ne = np.not_equal
+
+            def k(i, o):
+                ne(look(i[0]), zero, out=o[0])
+            return k
+        look, red = Reshaped(inp.dims, dtype=np.uint8), self.ufunc.reduce
+        if out == kshape:
+            def k(i, o):
+                red(look(i[0]), axes, None, o[0], True)
+            return k
+        view = Reshaped(kshape, out=True)
+
+        def k(i, o):
+            red(look(i[0]), axes, None, view(o[0]), True)
         return k
 
 
