@@ -37,5 +37,6 @@ from .products import DIRECT_TWO_MAX, DirectProduct, TableProduct, _exact_affine
 from .tables import (PAIR_AFFINE_MIN, PAIR_LOOKUP_MIN, ByteLookup, PairAffine, affine_requant_table,  # noqa: F401
                      as_bytes, byte_codes, dequant_table, requant_table, small_lookup, take,
                      unary_table)
+from .work import aligned, aligned_empty  # noqa: F401
 from .fixed16 import (I16_MAX, I16_MIN, exp_on_negative16, int_layer_norm, inv_sqrt_multiplier,  # noqa: F401
                       logistic16, rdbpot, rescale16, sat16, srdhm16, tanh16, wrap16)
