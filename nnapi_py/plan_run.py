@@ -96,16 +96,17 @@ class PlanRunner:
         b[key] = bound
 
     # ---- execution ---------------------------------------------------------------------------
-    def run_static(self, in_arrays, out_arrays, deadline=None, keep=False):
+    def run_static(self, in_arrays, out_arrays, deadline=None, keep=False, arena=None):
         """Run the static plan on the caller's arrays.  keep (every array a plain view of
         caller memory, which the view cache holds anyway): the arena keeps them bound after
         the run, and a run on the same arrays (the same objects: a reusable execution's, or
         buffers a caller reuses) skips binding them again (a 1-op run: about 2 us); without
         keep (views of an ANeuralNetworksMemory, arrays of the Python API) they are unbound
-        at the end, so the arena never keeps a caller's memory alive."""
+        at the end, so the arena never keeps a caller's memory alive.  arena: one the caller
+        took (take_arena) and gives back (give_arena), else one from the pool for this run."""
         if self.failure is not None:
             self.check_runnable()
-        ab = self.take_arena()
+        ab = self.take_arena() if arena is None else arena
         slots, steps = ab[0], ab[1]
         if self.has_control:                # IF / WHILE steps read the deadline here (control_step)
             _loop.deadline = deadline
@@ -156,7 +157,12 @@ class PlanRunner:
                 for refs in self.in_refs + self.out_refs:
                     for s, side, k in refs:
                         steps[s][1 + side][k] = None
-            self._arenas.append(ab)
+            if arena is None:
+                self._arenas.append(ab)
+
+    def give_arena(self, ab):
+        """An arena taken by take_arena back to the pool."""
+        self._arenas.append(ab)
 
     def _node_name(self, outs):
         for node in self.nodes:

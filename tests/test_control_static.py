@@ -144,3 +144,37 @@ def test_if_step_result_of_another_shape_fails_the_computation():
         comp.run({**feed, "s": np.array([3, 2], np.int32)})
     assert e.value.code_name == "OP_FAILED"
     assert "IF: output shape [3, 2]" in e.value.reason and "declared dimensions" in e.value.reason
+
+
+def test_while_steps_from_many_threads():
+    """Odd and even loop steps run on arenas of their own (control._flat_loop), taken per
+    computation and given back: concurrent loops never share one, and the pools stay small."""
+    import threading
+    from nnapi_py.ops import control
+    c = _loop_model(100.0).compile()
+    errors = []
+
+    def want(v):
+        while (v < 100).all():
+            v = v * np.float32(1.5) + np.float32(1)
+        return v
+
+    def work(seed):
+        rng = np.random.default_rng(seed)
+        try:
+            for _ in range(40):
+                start = rng.uniform(0, 5, 4).astype(np.float32)      # above -2: the loop ends
+                if c.run({"start": start})["end"].tobytes() != want(start).tobytes():
+                    errors.append(seed)
+        except Exception as e:
+            errors.append(e)
+    ts = [threading.Thread(target=work, args=(k,)) for k in range(6)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors
+    node = next(n for n in _plan(c).nodes if n.name == "WHILE")
+    subs = [p for _, p in node.cache.values()]
+    assert subs and all(len(p._arenas) <= 2 * 6 for p in subs)
+    assert control.FLAT

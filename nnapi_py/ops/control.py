@@ -226,25 +226,35 @@ def _flat_loop_ok(cond_plan, body_plan, vals, carried):
 def _flat_loop(cond_plan, body_plan, vals, m, carried, deadline, end, timeout):
     """The WHILE loop on static plans (_flat_loop_ok): each step runs the condition into an array
     of this computation and the body into one of two sets of arrays (a step writes the set its
-    inputs are not in), both plans flat (Plan.run_static) with those arrays kept bound."""
+    inputs are not in), both plans flat (Plan.run_static) with those arrays kept bound: odd and
+    even steps each on an arena of their own of each plan, so from the third step on every
+    step finds its arrays bound already."""
     tail = vals[carried:]
     c = [np.empty(cond_plan.out_shapes[0], cond_plan.out_dtypes[0])]
     sets = ([np.empty(s, dt) for s, dt in zip(body_plan.out_shapes, body_plan.out_dtypes)], None)
+    arenas = [(p, [p.take_arena(), p.take_arena()]) for p in (cond_plan, body_plan)]
+    (_, ca), (_, ba) = arenas
     step = 0
-    while True:
-        cond_plan.run_static(vals, c, deadline, True)
-        if not c[0].reshape(-1)[0]:
-            break
-        outs = sets[step & 1]
-        if outs is None:
-            outs = [np.empty(s, dt) for s, dt in zip(body_plan.out_shapes, body_plan.out_dtypes)]
-            sets = (sets[0], outs)
-        body_plan.run_static(vals, outs, deadline, True)
-        vals = outs + tail if tail else outs
-        step += 1
-        if time.monotonic_ns() > end:
-            raise NNError(C.MISSED_DEADLINE_TRANSIENT,
-                          f"WHILE: the loop ran longer than the loop timeout ({timeout / 1e9:g} s)")
+    try:
+        while True:
+            parity = step & 1
+            cond_plan.run_static(vals, c, deadline, True, ca[parity])
+            if not c[0].reshape(-1)[0]:
+                break
+            outs = sets[parity]
+            if outs is None:
+                outs = [np.empty(s, dt) for s, dt in zip(body_plan.out_shapes, body_plan.out_dtypes)]
+                sets = (sets[0], outs)
+            body_plan.run_static(vals, outs, deadline, True, ba[parity])
+            vals = outs + tail if tail else outs
+            step += 1
+            if time.monotonic_ns() > end:
+                raise NNError(C.MISSED_DEADLINE_TRANSIENT,
+                              f"WHILE: the loop ran longer than the loop timeout ({timeout / 1e9:g} s)")
+    finally:
+        for p, pair in arenas:
+            for ab in pair:
+                p.give_arena(ab)
     return [np.array(v, copy=True) for v in vals[:m]]
 
 
