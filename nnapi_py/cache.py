@@ -599,6 +599,7 @@ def plan_from(stream, buffers, model, fp16):
     """The plan a file holds, for model (its constants, operations), kernels marked to be
     rebuilt built now."""
     from .plan import Plan
+    from .plan_run import control_step
     infos = [model.info(i, with_value=True) for i in range(len(model.types))]
     try:
         plan, rebuild = loads(stream, _live(model, infos), buffers)
@@ -609,8 +610,11 @@ def plan_from(stream, buffers, model, fp16):
     plan.fp16 = frozenset(fp16)
     for k in rebuild:
         node = plan.nodes[k]
-        ins = [plan._info_with(plan.infos[i], plan.shapes.get(i)) for i in node.ins]
-        node.kernel = plan._prepare(node, ins, plan.infos, dict(plan.shapes))
-        if plan.steps is not None:
-            plan.steps[k] = (node.kernel,) + tuple(plan.steps[k][1:])
+        if node.op.control:
+            node.kernel = control_step(node, plan.infos, dict(plan.shapes))
+        else:
+            ins = [plan._info_with(plan.infos[i], plan.shapes.get(i)) for i in node.ins]
+            node.kernel = plan._prepare(node, ins, plan.infos, dict(plan.shapes))
+    if rebuild and plan.steps is not None:
+        plan.steps = plan.static_steps()    # (nodes handed on as views have no step)
     return plan

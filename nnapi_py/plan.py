@@ -327,9 +327,7 @@ class Plan(GraphRewrites, PlanRunner):
         self.temps = [(i, shapes[i], infos[i].dtype) for i in range(n) if i in temp and i not in self.views]
         self._arenas = []           # free arenas (take_arena)
         self.pool_sizes, self.pool_of = self._share_temps() if static else ([], {})
-        viewed = {nd.outs[0] for nd in self.nodes if nd.outs and nd.outs[0] in self.views}
-        self.steps = [(nd.kernel, nd.ins, nd.outs) for nd in self.nodes
-                      if not (nd.outs and nd.outs[0] in viewed)] if static else None
+        self.steps = self.static_steps() if static else None
         # where each model input / output appears in the steps' argument lists: (step, 0 for
         # inputs / 1 for outputs, position); those entries are set per run, the rest per arena
         where = {}
@@ -386,6 +384,12 @@ class Plan(GraphRewrites, PlanRunner):
         if profiling.ENABLED:
             kernel = profiling.timed(node.name, kernel, profiling.kernel_label(node.name, ins, outs))
         return kernel
+
+    def static_steps(self):
+        """(kernel, input operands, output operands) of every node that runs a kernel, in order
+        (the nodes whose outputs are views run none)."""
+        views = self.views
+        return [(nd.kernel, nd.ins, nd.outs) for nd in self.nodes if not (nd.outs and nd.outs[0] in views)]
 
     def _views(self, temp, infos, shapes):
         """{operand: (source operand, index, shape)}: the outputs of operations that only
