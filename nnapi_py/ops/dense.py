@@ -228,12 +228,14 @@ class FullyConnected(Op):
                     const_stage.prepare_small(int(np.prod(out.dims)))
                 one_row = getattr(one_row, "run", one_row)      # a DirectProduct's closure
 
+        wsrc, bsrc = w.value, ins[2].value
+
         def k(i, o):
-            g = gemm.get(i[1])
-            const = const_stage is not None and g is gemm.val and i[2] is ins[2].value
-            if one_row is not None and const and i[0].size == size:
+            if one_row is not None and i[1] is wsrc and i[2] is bsrc and i[0].size == size:
                 one_row(i[0], o[0])
                 return
+            g = gemm.get(i[1])
+            const = const_stage is not None and g is gemm.val and i[2] is bsrc
             st = const_stage if const else stage_for(g, i[2])
             acc = g(i[0].reshape(-1, size))
             st.consume(acc, o[0])                   # acc: a fresh product
