@@ -299,9 +299,22 @@ def control_step(node, infos, shapes):
     for o in node.outs:
         inf = infos[o]
         d = () if inf.type in C.SCALAR_TYPES else inf.dims
-        if d is None or not all(d) or inf.type not in C.DTYPES:
+        if inf.type not in C.DTYPES:
             return None
-        dims.append(tuple(int(x) for x in d))
+        dims.append(tuple(int(x) for x in d) if d is not None and all(d) else None)
+    if None in dims:
+        # outputs not declared fully: the shapes the referenced models give, where they are
+        # the same at every run (Op.result_shapes: static referenced plans)
+        try:
+            known = node.op.result_shapes(node, [shapes[i] for i in node.ins], [infos[i].value for i in node.ins])
+        except NNError:
+            known = None
+        if known is None or len(known) != len(dims):
+            return None
+        for k, (o, d) in enumerate(zip(node.outs, known)):
+            if not _compatible(infos[o].dims, d):
+                return None                 # fails at execution, with run_dynamic's reason
+            dims[k] = d
     for o, d in zip(node.outs, dims):
         shapes[o] = d
     op, name, outs = node.op, node.name, node.outs

@@ -34,8 +34,9 @@ def _if_model():
     return m
 
 
-def _loop_model(limit):
-    """WHILE v < limit: v = v * 1.5 + 1 (limit None: WHILE v < 1e30: v = v * 1 + 0, endless)."""
+def _loop_model(limit, out_dims=(4,)):
+    """WHILE v < limit: v = v * 1.5 + 1 (limit None: WHILE v < 1e30: v = v * 1 + 0, endless);
+    out_dims: the WHILE output's declared dimensions (0: not declared, the loop's to say)."""
     cm = nn.Model("cond")
     v = cm.input("v", nn.float32, (4,))
     bound = np.full((4,), 1e30 if limit is None else limit, np.float32)
@@ -48,7 +49,8 @@ def _loop_model(limit):
     body.output(body.op("ADD", s, np.full((4,), b, np.float32), 0, outputs=[(nn.float32, (4,))]), "v1")
     m = nn.Model()
     start = m.input("start", nn.float32, (4,))
-    m.output(m.op("WHILE", cm, body, start, outputs=[(nn.float32, (4,))]), "end")
+    r = m.op("WHILE", cm, body, start, outputs=[(nn.float32, out_dims)])
+    m.output(m.op("RELU", r, outputs=[(nn.float32, (4,))]) if out_dims != (4,) else r, "end")
     return m
 
 
@@ -178,3 +180,27 @@ def test_while_steps_from_many_threads():
     subs = [p for _, p in node.cache.values()]
     assert subs and all(len(p._arenas) <= 2 * 6 for p in subs)
     assert control.FLAT
+
+
+def test_undeclared_outputs_from_static_referenced_models(monkeypatch):
+    """A WHILE whose output is declared with an unknown dimension takes its loop value's shape
+    (the body gives it back in its shape: Op.result_shapes), so the plan stays static; an IF
+    whose branches give different shapes leaves the plan to run node by node."""
+    start = np.array([0.5, 3, 10, 2], np.float32)
+    c = _loop_model(100.0, out_dims=(0,)).compile()
+    assert _plan(c).static
+    slow = _node_by_node(monkeypatch, lambda: _loop_model(100.0, out_dims=(0,)))
+    assert c.run({"start": start})["end"].tobytes() == slow.run({"start": start})["end"].tobytes()
+
+    def branch(n):
+        b = nn.Model("b%d" % n)
+        x = b.input("x", nn.float32, (4,))
+        b.output(b.op("SLICE", x, np.array([0], np.int32), np.array([n], np.int32), outputs=[(nn.float32, (n,))]), "y")
+        return b
+    m = nn.Model()
+    cond, x = m.input("c", nn.bool8, (1,)), m.input("x", nn.float32, (4,))
+    m.output(m.op("IF", cond, branch(2), branch(3), x, outputs=[(nn.float32, (0,))]), "y")
+    comp = m.compile()
+    assert not _plan(comp).static
+    assert comp.run({"c": np.array([True]), "x": start})["y"].tolist() == [0.5, 3]
+    assert comp.run({"c": np.array([False]), "x": start})["y"].tolist() == [0.5, 3, 10]

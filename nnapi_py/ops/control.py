@@ -167,6 +167,17 @@ class If(_Control):
         model = node_model(ins[1] if cond else ins[2])
         return _run(_subplan(node, model), ins[3:], deadline)
 
+    def result_shapes(self, node, shapes, values):
+        """The outputs' shapes whichever branch runs, where both branch models compile to static
+        plans for the inputs' shapes (shapes, values: per input of the operation) and agree."""
+        got = None
+        for v in values[1:3]:
+            p = _static_for(_subplan(node, node_model(v)), shapes[3:])
+            if p is None or got is not None and p.out_shapes != got:
+                return None
+            got = p.out_shapes
+        return [tuple(s) for s in got]
+
 
 @register
 class While(_Control):
@@ -178,6 +189,21 @@ class While(_Control):
         sig.types("input", 1, (C.MODEL,))
         _check_while(sig)
         return 4
+
+    def result_shapes(self, node, shapes, values):
+        """The outputs' shapes however many steps run: those of the loop values they are, where
+        the condition and the body compile to static plans for the values' shapes and every
+        step gives each carried value back in its shape and type (what _flat_loop runs)."""
+        cond_plan = _static_for(_subplan(node, node_model(values[0])), shapes[2:])
+        body_plan = _static_for(_subplan(node, node_model(values[1])), shapes[2:])
+        m = len(node.outs)
+        carried = len(body_plan.outputs) if body_plan is not None else 0
+        if cond_plan is None or body_plan is None or cond_plan.out_scalar[0] or carried < m:
+            return None
+        if any(body_plan.out_shapes[j] != body_plan.in_static[j] or body_plan.out_dtypes[j] != body_plan.in_dtypes[j]
+               for j in range(carried)):
+            return None
+        return [tuple(s) for s in shapes[2:2 + m]]
 
     def execute(self, node, ins, deadline):
         cond_plan = _subplan(node, node_model(ins[0]))
@@ -203,6 +229,16 @@ class While(_Control):
                 raise NNError(C.MISSED_DEADLINE_TRANSIENT,
                               f"WHILE: the loop ran longer than the loop timeout ({timeout / 1e9:g} s)")
         return [np.array(v, copy=True) for v in vals[:m]]
+
+
+def _static_for(plan, shapes):
+    """plan when it is static, runnable and compiled for exactly these input shapes (no scalar
+    input: a scalar loop value goes its own way, _run), else None."""
+    if not FLAT or not plan.static or plan.failure is not None or not all(plan.out_refs) or any(plan.in_scalar):
+        return None
+    if len(plan.in_static) != len(shapes) or any(s is None or tuple(s) != tuple(d) for s, d in zip(plan.in_static, shapes)):
+        return None
+    return plan
 
 
 def _flat_loop_ok(cond_plan, body_plan, vals, carried):
