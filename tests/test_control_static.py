@@ -9,6 +9,7 @@ import pytest
 import nnapi_py as nn
 from nnapi_py import _capi, ffi, lib
 import nnapi_py.plan as plan_mod
+import nnhelp
 from nnapi_py import constants as C
 
 
@@ -151,7 +152,6 @@ def test_if_step_result_of_another_shape_fails_the_computation():
 def test_while_steps_from_many_threads():
     """Odd and even loop steps run on arenas of their own (control._flat_loop), taken per
     computation and given back: concurrent loops never share one, and the pools stay small."""
-    import threading
     from nnapi_py.ops import control
     c = _loop_model(100.0).compile()
     errors = []
@@ -170,11 +170,7 @@ def test_while_steps_from_many_threads():
                     errors.append(seed)
         except Exception as e:
             errors.append(e)
-    ts = [threading.Thread(target=work, args=(k,)) for k in range(6)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
+    nnhelp.in_threads(work, 6)
     assert not errors
     node = next(n for n in _plan(c).nodes if n.name == "WHILE")
     subs = [p for _, p in node.cache.values()]

@@ -3,13 +3,13 @@ and SPLIT whose input and outputs are temporaries of the plan and whose result i
 part of the input run no kernel; their readers get a view of the input's buffer.  The same bytes
 as the copies, the input's buffer kept as long as a view of it is read, model outputs still
 written, non-contiguous parts still copied."""
-import threading
 
 import numpy as np
 import pytest
 
 import nnapi_py as nn
 import nnapi_py.plan as plan_mod
+import nnhelp
 from nnapi_py import _capi, ffi
 
 F = nn.float32
@@ -117,11 +117,7 @@ def test_views_from_many_threads():
             got = c.run({"x": x})
             if got["y1"].tobytes() != (r[2:3] * 3).tobytes() or got["y2"].tobytes() != (r[0] + 5).tobytes():
                 errors.append(seed)
-    ts = [threading.Thread(target=work, args=(k,)) for k in range(6)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
+    nnhelp.in_threads(work, 6)
     assert not errors
 
 
