@@ -201,7 +201,7 @@ def test_small_tensors_take_the_lean_kernels():
     """The models above do run the lean kernels (and the general ones with SMALL = 0)."""
     from nnapi_py import _capi, ffi
 
-    def kernel_names(small):
+    def kernel_codes(small):
         saved = common.SMALL
         common.SMALL = small
         try:
@@ -216,13 +216,156 @@ def test_small_tensors_take_the_lean_kernels():
                      np.array([0, 1], np.int32), False, outputs=[(nn.bool8, (1,))])
             m.output(y, "y")
             m.output(a, "a")
+            c = m.op("CONCATENATION", x, y, np.int32(1), outputs=[(nn.float32, (1, 64))])
+            m.output(m.op("STRIDED_SLICE", c, np.array([0, 1], np.int32), np.array([1, 64], np.int32),
+                          np.array([1, 2], np.int32), np.int32(0), np.int32(0), np.int32(0),
+                          outputs=[(nn.float32, (1, 32))]), "s")
             e = m.compile().execution(reusable=True)
         finally:
             common.SMALL = saved
         e.run({"x": np.ones((1, 32), np.float32), "b": np.zeros((1, 1), np.bool_)})
         plan = _capi._H[int(ffi.cast("uintptr_t", e.handle))].plan
-        return [k.__qualname__ for ab in plan._arenas for k, _, _ in ab[1]]
+        return [k.__code__ for ab in plan._arenas for k, _, _ in ab[1]]
 
-    lean = kernel_names(common.SMALL)
-    assert sum("lean" in n for n in lean) >= 5, lean
-    assert not any("lean" in n for n in kernel_names(0))
+    lean, general = kernel_codes(common.SMALL), kernel_codes(0)
+    assert len(lean) == len(general) == 8
+    for a, b in zip(lean, general):
+        assert a is not b, a.co_qualname
+
+
+# ---- data movement: RESHAPE, SQUEEZE, EXPAND_DIMS, SLICE, STRIDED_SLICE, CONCATENATION -------
+# Each runs on the model's own inputs and outputs (caller memory) and between plan temporaries
+# (inputs made by an operation, the result read by another), where the lean kernels keep views
+# and memoryviews.
+
+def _temp(m, t, x, shape, dynamic):
+    """x passed through an operation that does not change it (a plan temporary)."""
+    if t is nn.float32:
+        return m.op("ADD", x, np.zeros(1, np.float32), 0, outputs=[(t, _declared(shape, dynamic))])
+    return m.op("CONCATENATION", x, np.int32(0), outputs=[(t, _declared(shape, dynamic))])
+
+
+def _values(rng, t, shape):
+    if t is nn.float32:
+        return _floats(rng, shape)
+    if t is nn.float16:
+        with np.errstate(over="ignore"):
+            return _floats(rng, shape).astype(np.float16)
+    return rng.integers(-128, 128, shape).astype(np.int8)
+
+
+TYPES = {"float32": nn.float32, "int8": nn.quant8_asymm_signed(0.5, 3), "float16": nn.float16}
+
+
+def _movement_case(op, t, in_shape, args, out_shape, dynamic, seed):
+    rng = np.random.default_rng(seed)
+
+    def build():
+        m = nn.Model()
+        x = m.input("x", t, _declared(in_shape, dynamic))
+        o = _declared(out_shape, dynamic)
+        m.output(m.op(op, x, *args, outputs=[(t, o)]), "direct")
+        y = m.op(op, _temp(m, t, x, in_shape, dynamic), *args, outputs=[(t, o)])
+        m.output(_temp(m, t, y, out_shape, dynamic), "temps")
+        return m
+    _same(build, [{"x": _values(rng, t, in_shape)} for _ in range(3)])
+
+
+@pytest.mark.parametrize("tname", sorted(TYPES))
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_reshape_squeeze_expand_dims(tname, dynamic):
+    t = TYPES[tname]
+    for seed, (op, in_shape, args, out_shape) in enumerate([
+            ("RESHAPE", (1, 16, 96), (np.array([1, 1536], np.int32),), (1, 1536)),
+            ("RESHAPE", (1, 3, 40), (np.array([1, 3, 1, 40], np.int32),), (1, 3, 1, 40)),
+            ("RESHAPE", (2, 3, 4), (np.array([-1, 4], np.int32),), (6, 4)),
+            ("RESHAPE", (1,), (np.array([1, 1, 1], np.int32),), (1, 1, 1)),
+            ("SQUEEZE", (1, 5, 1, 3), (np.array([0, 2], np.int32),), (5, 3)),
+            ("EXPAND_DIMS", (5, 3), (np.int32(1),), (5, 1, 3))]):
+        _movement_case(op, t, in_shape, args, out_shape, dynamic, seed)
+
+
+SLICES = [  # (input shape, begin, size) of SLICE
+    ((1, 9, 1, 64), [0, 0, 0, 0], [1, 9, 1, 32]), ((1, 9, 1, 64), [0, 0, 0, 32], [-1, -1, -1, -1]),
+    ((1, 17, 1, 64), [0, 1, 0, 0], [1, 16, 1, 64]), ((2, 3, 4), [1, 0, 0], [1, 3, 4]), ((2, 3, 4), [0, 1, 1], [2, 2, 2]),
+    ((5,), [2], [3]), ((1, 1), [0, 0], [1, 1])]
+STRIDED = [  # (input shape, begin, end, strides, begin_mask, end_mask, shrink_axis_mask)
+    ((1, 17, 1, 64), [0, 1, 0, 0], [1, 17, 1, 64], [1, 1, 1, 1], 0, 0, 0),
+    ((1, 5, 1, 40), [0, 3, 0, 0], [0, 0, 0, 0], [1, 1, 1, 1], 13, 15, 0),
+    ((1, 1, 20), [0, 0, 0], [1, 1, 20], [1, 1, 1], 0, 0, 2),
+    ((2, 6, 4), [0, 0, 0], [2, 6, 4], [1, 2, 1], 0, 0, 0),
+    ((2, 6, 4), [1, 5, 3], [0, 0, 0], [-1, -2, -1], 0, 0, 0),
+    ((4, 4), [1, 0], [2, 4], [1, 1], 0, 0, 1),
+    ((6,), [1], [6], [2], 0, 0, 0)]
+
+
+def _strided_out(shape, begin, end, strides, bm, em, sm):
+    idx = []
+    for d, (n, b, e, s) in enumerate(zip(shape, begin, end, strides)):
+        if sm >> d & 1:
+            idx.append(b)
+            continue
+        idx.append(slice(None if bm >> d & 1 else b, None if em >> d & 1 else e, s))
+    r = np.empty(shape)[tuple(idx)]
+    return r.shape or (1,), tuple(idx)
+
+
+@pytest.mark.parametrize("tname", sorted(TYPES))
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_slice_and_strided_slice(tname, dynamic):
+    t = TYPES[tname]
+    for seed, (shape, begin, size) in enumerate(SLICES):
+        out = tuple(n - b if s == -1 else s for n, b, s in zip(shape, begin, size))
+        _movement_case("SLICE", t, shape, (np.array(begin, np.int32), np.array(size, np.int32)), out, dynamic, seed)
+    for seed, (shape, begin, end, strides, bm, em, sm) in enumerate(STRIDED):
+        out, _ = _strided_out(shape, begin, end, strides, bm, em, sm)
+        args = (np.array(begin, np.int32), np.array(end, np.int32), np.array(strides, np.int32),
+                np.int32(bm), np.int32(em), np.int32(sm))
+        _movement_case("STRIDED_SLICE", t, shape, args, out, dynamic, seed)
+
+
+def test_strided_slice_values():
+    """The lean STRIDED_SLICE against numpy's own indexing (not only the general kernel)."""
+    rng = np.random.default_rng(1)
+    for shape, begin, end, strides, bm, em, sm in STRIDED:
+        out, idx = _strided_out(shape, begin, end, strides, bm, em, sm)
+        x = _floats(rng, shape)
+        m = nn.Model()
+        xi = m.input("x", nn.float32, shape)
+        m.output(m.op("STRIDED_SLICE", xi, np.array(begin, np.int32), np.array(end, np.int32),
+                      np.array(strides, np.int32), np.int32(bm), np.int32(em), np.int32(sm),
+                      outputs=[(nn.float32, out)]), "y")
+        got = m.compile().run({"x": x})["y"]
+        assert got.tobytes() == np.ascontiguousarray(x[idx]).reshape(out).tobytes()
+
+
+CONCATS = [  # (input shapes, axis)
+    ([(1, 16, 1, 64), (1, 1, 1, 64)], 1), ([(1, 1, 1, 32), (1, 1, 1, 32)], 3), ([(1, 2, 1, 40), (1, 3, 1, 40)], 1),
+    ([(2, 3), (2, 5)], 1), ([(2, 3), (1, 3), (4, 3)], 0), ([(1, 4), (1, 1), (1, 2)], -1), ([(3, 2, 2), (3, 1, 2)], 1),
+    ([(1, 1, 20), (1, 1, 20)], 1)]
+
+
+@pytest.mark.parametrize("tname", sorted(TYPES))
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_concatenation(tname, dynamic):
+    t = TYPES[tname]
+    for seed, (shapes, axis) in enumerate(CONCATS):
+        rng = np.random.default_rng(seed)
+        a = axis % len(shapes[0])
+        out = list(shapes[0])
+        out[a] = sum(s[a] for s in shapes)
+        out = tuple(out)
+
+        def build():
+            m = nn.Model()
+            xs = [m.input(f"x{k}", t, _declared(s, dynamic)) for k, s in enumerate(shapes)]
+            o = _declared(out, dynamic)
+            m.output(m.op("CONCATENATION", *xs, np.int32(axis), outputs=[(t, o)]), "direct")
+            temps = [_temp(m, t, x, s, dynamic) for x, s in zip(xs, shapes)]
+            y = m.op("CONCATENATION", *temps, np.int32(axis), outputs=[(t, o)])
+            m.output(_temp(m, t, y, out, dynamic), "temps")
+            # one model input, one temporary (a streaming model's ring buffer)
+            y = m.op("CONCATENATION", xs[0], *temps[1:], np.int32(axis), outputs=[(t, o)])
+            m.output(_temp(m, t, y, out, dynamic), "mixed")
+            return m
+        _same(build, [{f"x{k}": _values(rng, t, s) for k, s in enumerate(shapes)} for _ in range(3)])

@@ -18,6 +18,8 @@ from .. import constants as C
 from .base import Op, register, tname
 from .quant import ByteLookup, affine_requant_table
 from .common import tensor_of, require_scalar, int_tensor, scalar_int, int_values, known_len, fail_value  # noqa: F401
+from .base import PoolBuffer
+from .common import Region, Reshaped, RunCopy, n_elements, small
 
 from .common import F16, F32, I32, Q8, Q8S, QUANT8, INT32, LEVELS_FL1, LEVELS_FL2, LEVELS_FL3_INT, LEVELS_FL3  # noqa: E402,F401
 
@@ -41,6 +43,20 @@ class _Reshaping(Op):
 
     def build(self, ins, outs):
         shape = outs[0].dims
+
+        if small(ins[0], outs[0]) and n_elements(outs[0]):
+            # one numpy assignment between the output and the input viewed in one shape: the
+            # output's view kept when it is a plan temporary (the input then is the model's),
+            # else the input's (kept where it may be)
+            out_as_in, in_as_out = Reshaped(ins[0].dims, out=True), Reshaped(shape)
+
+            def kernel(i, o):
+                z = o[0]
+                if type(z.base) is PoolBuffer:
+                    out_as_in(z)[...] = i[0]
+                else:
+                    z[...] = in_as_out(i[0])
+            return kernel
 
         def kernel(i, o):
             o[0][...] = i[0].reshape(shape)
@@ -313,6 +329,9 @@ class Concatenation(Op):
         out = outs[0]
         tensors = ins[:-1]
         if out.type not in QUANT8 or all(x.scale == out.scale and x.zp == out.zp for x in tensors):
+            if small(*tensors, out) and n_elements(out):
+                return _lean_concatenation(tensors, a)
+
             def kernel(i, o):
                 np.concatenate(i[:-1], axis=a, out=o[0])
             return kernel
@@ -338,6 +357,42 @@ class Concatenation(Op):
                     continue
                 look(x, dst[where])         # byte pairs where the block is contiguous (axis 0, or batch 1 along axis 1)
         return kernel
+
+
+def _lean_concatenation(tensors, a):
+    """CONCATENATION of small tensors: each input written to its region of the output by a
+    common.RunCopy (the dimensions before the axis are 1: each input is one run of the output's
+    bytes) or one numpy assignment to the region's view (common.Region), views kept: instead of
+    np.concatenate's set-up."""
+    runs = all(d == 1 for d in tensors[0].dims[:a])
+    steps, start, bytes_ = [], 0, 0
+    for k, x in enumerate(tensors):
+        stop = start + x.dims[a]
+        n = n_elements(x) * x.dtype.itemsize
+        if stop > start:
+            dst = Region(axis_slice(a, slice(start, stop)), out=True)
+            steps.append((k, RunCopy(None, (bytes_, bytes_ + n), None, dst) if runs else dst))
+        start, bytes_ = stop, bytes_ + n
+    if runs and len(steps) == 2:
+        (k0, c0), (k1, c1) = steps
+
+        def kernel(i, o):
+            z = o[0]
+            c0(i[k0], z)
+            c1(i[k1], z)
+        return kernel
+    if runs:
+        def kernel(i, o):
+            z = o[0]
+            for k, c in steps:
+                c(i[k], z)
+        return kernel
+
+    def kernel(i, o):
+        z = o[0]
+        for k, r in steps:
+            r(z)[...] = i[k]
+    return kernel
 
 
 # ---- SPLIT ---------------------------------------------------------------------------------
