@@ -369,3 +369,45 @@ def test_concatenation(tname, dynamic):
             m.output(_temp(m, t, y, out, dynamic), "mixed")
             return m
         _same(build, [{f"x{k}": _values(rng, t, s) for k, s in enumerate(shapes)} for _ in range(3)])
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_transpose(dynamic):
+    for seed, (shape, perm) in enumerate([((1, 29, 13), [1, 0, 2]), ((2, 3, 4), [2, 0, 1]), ((1, 5, 1, 3), [2, 1, 0, 3]),
+                                          ((4, 1), [1, 0]), ((2, 3), [1, 0]), ((1, 1, 6), [2, 1, 0])]):
+        out = tuple(shape[p] for p in perm)
+        for tname, t in sorted(TYPES.items()):
+            _movement_case("TRANSPOSE", t, shape, (np.array(perm, np.int32),), out, dynamic, seed)
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_gather_one_index(dynamic):
+    """GATHER by one index, constant or not (a loop counter), every axis; out of range fails."""
+    rng = np.random.default_rng(4)
+    for shape in ((29, 1, 13), (2, 3, 4), (5,)):
+        for axis in range(len(shape)):
+            out = shape[:axis] + (1,) + shape[axis + 1:]
+            x = _floats(rng, shape)
+            c = np.array([shape[axis] - 1], np.int32)
+
+            def build():
+                m = nn.Model()
+                xi = m.input("x", nn.float32, _declared(shape, dynamic))
+                ii = m.input("i", nn.int32, (1,))
+                o = _declared(out, dynamic)
+                m.output(m.op("GATHER", xi, np.int32(axis), ii, outputs=[(nn.float32, o)]), "var")
+                m.output(m.op("GATHER", xi, np.int32(axis), c, outputs=[(nn.float32, o)]), "const")
+                m.output(_temp(m, nn.float32, m.op("GATHER", _temp(m, nn.float32, xi, shape, dynamic), np.int32(axis),
+                                                   c, outputs=[(nn.float32, o)]), out, dynamic), "temps")
+                return m
+            _same(build, [{"x": x, "i": np.array([k], np.int32)} for k in range(shape[axis])])
+            saved = common.SMALL
+            try:
+                for small in (saved, 0):
+                    common.SMALL = small
+                    comp = build().compile()
+                    for bad in (-1, shape[axis]):
+                        with pytest.raises(nn.NNAPIError, match="out of range"):
+                            comp.run({"x": x, "i": np.array([bad], np.int32)})
+            finally:
+                common.SMALL = saved

@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import constants as C
 from .base import Op, register, resolve_axis, value_error
-from .common import require_present
+from .common import Region, require_present, small
 
 F16, F32, I32 = C.TENSOR_FLOAT16, C.TENSOR_FLOAT32, C.TENSOR_INT32
 Q8, Q8S = C.TENSOR_QUANT8_ASYMM, C.TENSOR_QUANT8_ASYMM_SIGNED
@@ -74,6 +74,8 @@ class Gather(Op):
         name = self.name
         const = ins[2].value
         few = ins[2].dims is not None and int(np.prod(ins[2].dims)) <= 16
+        if tuple(ins[2].dims or ()) == (1,) and small(ins[0], outs[0]):
+            return _one_index(ins, axis, size, name)
 
         def k(i, o):
             idx = i[2]
@@ -86,6 +88,32 @@ class Gather(Op):
                     check_indices(name, "indices", idx, size, at_runtime=True)
             i[0].take(idx, axis=axis, out=o[0], mode="clip")
         return k
+
+
+def _one_index(ins, axis, size, name):
+    """GATHER of small tensors by one index (a loop counter, a constant): the input's slice
+    [v:v+1] along the axis assigned to the output (of that shape: the index tensor is [1]);
+    a constant index's slice a view kept (common.Region).  An index out of range fails as in
+    the general kernel."""
+    const = ins[2].value
+    pre = (slice(None),) * axis
+
+    def k(i, o):
+        idx = i[2]
+        v = idx.item()
+        if not 0 <= v < size:
+            check_indices(name, "indices", idx, size, at_runtime=True)
+        o[0][...] = i[0][pre + (slice(v, v + 1),)]
+    if const is None or ins[0].value is not None:           # not a constant of a static build
+        return k
+    v = int(np.asarray(const).reshape(-1)[0])               # checked at compilation
+    src = Region(pre + (slice(v, v + 1),))
+
+    def kc(i, o):
+        if i[2] is not const:
+            return k(i, o)
+        o[0][...] = src(i[0])
+    return kc
 
 
 @register

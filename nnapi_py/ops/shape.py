@@ -45,22 +45,27 @@ class _Reshaping(Op):
         shape = outs[0].dims
 
         if small(ins[0], outs[0]) and n_elements(outs[0]):
-            # one numpy assignment between the output and the input viewed in one shape: the
-            # output's view kept when it is a plan temporary (the input then is the model's),
-            # else the input's (kept where it may be)
-            out_as_in, in_as_out = Reshaped(ins[0].dims, out=True), Reshaped(shape)
-
-            def kernel(i, o):
-                z = o[0]
-                if type(z.base) is PoolBuffer:
-                    out_as_in(z)[...] = i[0]
-                else:
-                    z[...] = in_as_out(i[0])
-            return kernel
+            return reshaped_copy(ins[0].dims, shape)
 
         def kernel(i, o):
             o[0][...] = i[0].reshape(shape)
         return kernel
+
+
+def reshaped_copy(in_dims, out_dims):
+    """The small-tensor kernel copying input 0 into output 0 of another shape, the same data
+    in the same order: one numpy assignment between the output and the input viewed in one
+    shape, the output's view kept when it is a plan temporary (the input then is the model's),
+    else the input's (kept where it may be)."""
+    out_as_in, in_as_out = Reshaped(in_dims, out=True), Reshaped(out_dims)
+
+    def kernel(i, o):
+        z = o[0]
+        if type(z.base) is PoolBuffer:
+            out_as_in(z)[...] = i[0]
+        else:
+            z[...] = in_as_out(i[0])
+    return kernel
 
 
 # ---- RESHAPE -------------------------------------------------------------------------------
@@ -239,6 +244,15 @@ class Transpose(Op):
 
     def build(self, ins, outs):
         perm = self._perm(ins)
+        if small(ins[0], outs[0]) and n_elements(outs[0]):
+            dims = ins[0].dims
+            moved = [p for p in perm if dims[p] != 1]
+            if moved == sorted(moved):      # only axes of length 1 move: the data's order stays
+                return reshaped_copy(dims, outs[0].dims)
+
+            def kernel(i, o):
+                o[0][...] = i[0].transpose(perm)
+            return kernel
 
         def kernel(i, o):
             np.copyto(o[0], i[0].transpose(perm))
