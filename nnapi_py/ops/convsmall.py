@@ -205,10 +205,14 @@ def _direct_run(new, idx, sub, w, combine, store, blocks, flip, rows, o):
                 f[7], f[8] = out, r
         else:                       # (a strided output: through a contiguous block)
             r = np.empty((rows, o), out.dtype)
+        # the clamp in place, then the cast by copyto: a ufunc's casting output runs through
+        # buffers (256 values: 2.9 against 1.2 + 0.9 us)
         if combine == "store":
-            clip(f[3], slo, shi, out=r, casting="unsafe")
+            clip(f[3], slo, shi, out=f[3])
+            copyto(r, f[3], casting="unsafe")
         else:
-            clip(f[3], blo, bhi, out=f[4], casting="unsafe")
+            clip(f[3], blo, bhi, out=f[3])
+            copyto(f[4], f[3], casting="unsafe")
             if combine == "flip":
                 xor(f[5], flip, out=r)
             else:                   # the two blocks' bytes: their wrapping sum

@@ -337,10 +337,11 @@ class DirectProduct:
             else:
                 o = None
             r = o if o is not None else np.empty(c, out.dtype)
+            clip(f[4], low, high, out=f[4])
             if mode == 0:                   # uint8, one term: the clamp stored into the output
-                clip(f[4], low, high, out=r, casting="unsafe")
+                copyto(r, f[4], casting="unsafe")
             else:
-                clip(f[4], low, high, out=f[5], casting="unsafe")
+                copyto(f[5], f[4], casting="unsafe")
                 if mode == 1:               # int8, one term: (v + 128) with its top bit flipped
                     xor(f[6], flip, out=r)
                 elif mode == 2:             # int8, two terms: their wrapping byte sum
