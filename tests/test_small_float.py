@@ -411,3 +411,29 @@ def test_gather_one_index(dynamic):
                             comp.run({"x": x, "i": np.array([bad], np.int32)})
             finally:
                 common.SMALL = saved
+
+
+@pytest.mark.parametrize("op", ["EQUAL", "NOT_EQUAL", "GREATER", "GREATER_EQUAL", "LESS", "LESS_EQUAL",
+                                "LOGICAL_AND", "LOGICAL_OR"])
+def test_one_element_pairs(op):
+    """One-element comparisons and logical operations (Python values, one fill) over every pair
+    of special values: float32 and float16 (NaN, infinities, -0.0), int32 extremes, BOOL8 bytes
+    0, 1, 2 and 255 (any non-zero byte true)."""
+    if op.startswith("LOGICAL"):
+        cases = [(nn.bool8, np.array([0, 1, 2, 255], np.uint8).view(np.bool_))]
+    else:
+        with np.errstate(over="ignore"):
+            f16 = SPECIALS.astype(np.float16)
+        cases = [(nn.float32, SPECIALS), (nn.float16, f16),
+                 (nn.int32, np.array([-2**31, -1, 0, 1, 2**31 - 1], np.int32)),
+                 (nn.bool8, np.array([0, 1, 2], np.uint8).view(np.bool_))]
+    for t, vals in cases:
+        for sa, sb in (((1,), (1,)), ((1, 1), (1,)), ((1,), (1, 1, 1))):
+            out = np.broadcast_shapes(sa, sb)
+
+            def build():
+                m = nn.Model()
+                a, b = m.input("a", t, sa), m.input("b", t, sb)
+                m.output(m.op(op, a, b, outputs=[(nn.bool8, out)]), "y")
+                return m
+            _same(build, [{"a": np.array([x]).reshape(sa), "b": np.array([y]).reshape(sb)} for x in vals for y in vals])
