@@ -52,6 +52,8 @@ def _small_direct_conv(res, pk, bias, dims, pads, geom, o):
         v = b.view(np.int8) if signed else b
         return [xa.reshape(-1), xin, cols, z, b, v[:, :o], v[:, o:], None, None]
 
+    # (two blocks stay side by side: a block-major product, [2, rows, O] by two np.dot or one
+    # matmul, costs about what it saves in the blocks' byte sum)
     return _direct_run(new, None if plain else idx, None, wd, combine, (low, high), (low, high), flip, n * npix, o)
 
 
@@ -140,7 +142,9 @@ def _small_quant_dw(res, taps, bias, dims, pads, geom, m):
     idx = np.concatenate([idx, ones], axis=1)                                   # [npix, T + 1, O]
     idx = np.ascontiguousarray((idx[None] + (np.arange(n) * row)[:, None, None, None])
                                .reshape(n * npix, t + 1, o), np.intp)
-    sub = "ptc,tkc->pkc" if nb > 1 else "ptc,tc->pc"
+    # two blocks: block-major [2, rows, O], so that their bytes are summed as two contiguous runs
+    # (side by side, the strided halves took 3 times as long; the einsum writes either order)
+    sub = "ptc,tkc->kpc" if nb > 1 else "ptc,tc->pc"
     w_ = Q.aligned(wd if nb > 1 else wd[:, 0])
     low, high = low.reshape(nb, o), high.reshape(nb, o)
     signed = qs.out.dtype == np.int8
@@ -150,13 +154,13 @@ def _small_quant_dw(res, taps, bias, dims, pads, geom, m):
         xa = Q.aligned_empty((n, row), np.float64)
         xa[:, hwc:hwc + c], xa[:, hwc + c:] = zx, 1
         cols = Q.aligned_empty((n * npix, t + 1, o), np.float64)
-        z = Q.aligned_empty((n * npix, nb, o) if nb > 1 else (n * npix, o), np.float64)
-        b = np.empty((n * npix, nb, o), np.uint8)
+        z = Q.aligned_empty((nb, n * npix, o) if nb > 1 else (n * npix, o), np.float64)
+        b = np.empty((nb, n * npix, o), np.uint8)
         v = b.view(np.int8) if signed else b
-        return [xa.reshape(-1), xa[:, :hwc].reshape(n, h, w, c), cols, z, b.reshape(z.shape), v[:, 0], v[:, -1],
+        return [xa.reshape(-1), xa[:, :hwc].reshape(n, h, w, c), cols, z, b.reshape(z.shape), v[0], v[-1],
                 None, None]
 
-    blocks = (low, high) if nb > 1 else (low[0], high[0])
+    blocks = (low.reshape(nb, 1, o), high.reshape(nb, 1, o)) if nb > 1 else (low[0], high[0])
     return _direct_run(new, idx, sub, w_, combine, (low[0], high[0]), blocks, flip, n * npix, o)
 
 
