@@ -158,3 +158,42 @@ def test_small_average_pool_tables(seed, signed, monkeypatch):
     for x in (_qvalues(rng, shape, signed), np.full(shape, lo), np.full(shape, hi), _qvalues(rng, shape, signed)):
         x = x.astype(np.int8 if signed else np.uint8)
         _same(lean.run({"x": x}), general.run({"x": x}))
+
+
+# ---- DEPTHWISE_CONV_2D of a small image: both products (convsmall._small_quant_dw) ----------------
+@pytest.mark.parametrize("seed", range(16))
+@pytest.mark.parametrize("signed", [False, True])
+@pytest.mark.parametrize("rows", [1, 10 ** 9])
+def test_small_depthwise_both_products(seed, signed, rows, monkeypatch):
+    """The small image's depthwise layer by the channel-major batched matmul (DW_MATMUL_ROWS = 1)
+    and by the einsum (DW_MATMUL_ROWS huge) against the general kernel: one to a few dozen
+    output pixels, depth multipliers, padding, strides, dilation, activations (one term and the
+    two-term form), per-tensor and per-channel filters, batches."""
+    from nnapi_py.ops import convsmall
+    from test_small_path import _filter_and_bias
+    monkeypatch.setattr(convsmall, "DW_MATMUL_ROWS", rows)
+    rng = np.random.default_rng(900 + seed + 40 * signed)
+    n, h, w, c = 1 + seed % 2, int(rng.integers(1, 7)), int(rng.integers(1, 7)), int(rng.integers(1, 6))
+    mult = [1, 2, 3][seed % 3]
+    kh, kw = int(rng.integers(1, 4)), int(rng.integers(1, 4))
+    t = _qtype(rng, signed)
+    per_channel = signed and seed % 2 == 0
+    wt, wv, bt, bias = _filter_and_bias(rng, t, signed, per_channel, (1, kh, kw, c * mult), c * mult)
+    ot = (nn.quant8_asymm_signed if signed else nn.quant8_asymm)(
+        float(rng.uniform(0.02, 0.4)), int(rng.integers(-100, 100)) if signed else int(rng.integers(20, 230)))
+    fuse = [0, 1, 0, 3][seed % 4]
+    pad, s, d = int(rng.integers(1, 3)), int(rng.integers(1, 3)), 1 + (seed % 5 == 4)
+    if (kh - 1) * d + 1 > h or (kw - 1) * d + 1 > w:
+        pad = 1                     # SAME: VALID would leave no output
+    x = _qvalues(rng, (n, h, w, c), signed)
+
+    def build():
+        m = nn.Model()
+        xi = m.input("x", t, (n, h, w, c))
+        y = m.op("DEPTHWISE_CONV_2D", xi, m.constant(wv, wt), m.constant(bias, bt), pad, s, s, mult, fuse, False,
+                 d, d, outputs=[ot])
+        m.output(y, "y")
+        return m
+    lean, general = _compiled(build)
+    for xv in (x, np.full_like(x, -128 if signed else 0), np.full_like(x, 127 if signed else 255)):
+        _same(lean.run({"x": xv}), general.run({"x": xv}))

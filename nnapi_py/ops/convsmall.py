@@ -50,7 +50,7 @@ def _small_direct_conv(res, pk, bias, dims, pads, geom, o):
         z = Q.aligned_empty((n * npix, nb * o), np.float64)
         b = np.empty((n * npix, nb * o), np.uint8)
         v = b.view(np.int8) if signed else b
-        return [xa.reshape(-1), xin, cols, z, b, v[:, :o], v[:, o:], None, None]
+        return [xa.reshape(-1), xin, cols, z, b, v[:, :o], v[:, o:], None, None, z]
 
     # (two blocks stay side by side: a block-major product, [2, rows, O] by two np.dot or one
     # matmul, costs about what it saves in the blocks' byte sum)
@@ -107,6 +107,9 @@ def _small_quant_conv(res, pk, bias, dims, pads, geom, o):
     return run
 
 
+DW_MATMUL_ROWS = 4     # _small_quant_dw: from this many output pixels, one batched matmul per channel
+
+
 def _small_quant_dw(res, taps, bias, dims, pads, geom, m):
     """The quantized DEPTHWISE_CONV_2D of a small image (the small-tensor path, common.SMALL)
     with a constant filter and bias, in quant.DirectProduct's form (quant.direct_columns: the
@@ -142,49 +145,74 @@ def _small_quant_dw(res, taps, bias, dims, pads, geom, m):
     idx = np.concatenate([idx, ones], axis=1)                                   # [npix, T + 1, O]
     idx = np.ascontiguousarray((idx[None] + (np.arange(n) * row)[:, None, None, None])
                                .reshape(n * npix, t + 1, o), np.intp)
+    low, high = low.reshape(nb, o), high.reshape(nb, o)
+    signed = qs.out.dtype == np.int8
+    flip = np.full(o, -128, np.int8)
+    rows = n * npix
+    if rows >= DW_MATMUL_ROWS:
+        # channel-major: each channel's [rows, T + 1] columns by its [T + 1, blocks] weights, one
+        # batched matmul ([O, rows, blocks]; the einsum over [rows, T + 1, O] took 3-7 times as
+        # long from 16 rows up), cast into block-major bytes [blocks, rows, O] (their sum or
+        # flip over contiguous runs)
+        idx = np.ascontiguousarray(idx.transpose(2, 0, 1))                    # [O, rows, T + 1]
+        w_ = Q.aligned(wd.transpose(2, 0, 1))                                   # [O, T + 1, B]
+        bounds = (low.T[:, None, :], high.T[:, None, :])                         # per [O, 1, B]
+
+        def new():
+            xa = Q.aligned_empty((n, row), np.float64)
+            xa[:, hwc:hwc + c], xa[:, hwc + c:] = zx, 1
+            cols = Q.aligned_empty((o, rows, t + 1), np.float64)
+            z = Q.aligned_empty((o, rows, nb), np.float64)
+            b = np.empty((nb, rows, o), np.uint8)
+            v = b.view(np.int8) if signed else b
+            zb = z.transpose(2, 1, 0)                       # the product in the bytes' layout
+            return [xa.reshape(-1), xa[:, :hwc].reshape(n, h, w, c), cols, z, b, v[0], v[-1], None, None,
+                    zb[0] if combine == "store" else zb]
+
+        return _direct_run(new, idx, "matmul", w_, combine, bounds, bounds, flip, rows, o)
     # two blocks: block-major [2, rows, O], so that their bytes are summed as two contiguous runs
     # (side by side, the strided halves took 3 times as long; the einsum writes either order)
     sub = "ptc,tkc->kpc" if nb > 1 else "ptc,tc->pc"
     w_ = Q.aligned(wd if nb > 1 else wd[:, 0])
-    low, high = low.reshape(nb, o), high.reshape(nb, o)
-    signed = qs.out.dtype == np.int8
-    flip = np.full(o, -128, np.int8)
 
     def new():
         xa = Q.aligned_empty((n, row), np.float64)
         xa[:, hwc:hwc + c], xa[:, hwc + c:] = zx, 1
-        cols = Q.aligned_empty((n * npix, t + 1, o), np.float64)
-        z = Q.aligned_empty((nb, n * npix, o) if nb > 1 else (n * npix, o), np.float64)
-        b = np.empty((nb, n * npix, o), np.uint8)
+        cols = Q.aligned_empty((rows, t + 1, o), np.float64)
+        z = Q.aligned_empty((nb, rows, o) if nb > 1 else (rows, o), np.float64)
+        b = np.empty((nb, rows, o), np.uint8)
         v = b.view(np.int8) if signed else b
         return [xa.reshape(-1), xa[:, :hwc].reshape(n, h, w, c), cols, z, b.reshape(z.shape), v[0], v[-1],
-                None, None]
+                None, None, z]
 
     blocks = (low.reshape(nb, 1, o), high.reshape(nb, 1, o)) if nb > 1 else (low[0], high[0])
-    return _direct_run(new, idx, sub, w_, combine, (low[0], high[0]), blocks, flip, n * npix, o)
+    return _direct_run(new, idx, sub, w_, combine, (low[0], high[0]), blocks, flip, rows, o)
 
 
 def _direct_run(new, idx, sub, w, combine, store, blocks, flip, rows, o):
     """run(x, out) of the small direct kernels (CONV_2D's and DEPTHWISE_CONV_2D's), or None where
     the input's view would not be written in place.  Each run takes a frame of kept work arrays
     from a pool (new() makes one: [the flat input row, its image view, the columns, the product,
-    the bytes, the first and last blocks' bytes, the output last written, its rows view]), copies
-    the input in, gathers the columns with one take by idx (None: the row is the columns), makes
-    one product (np.dot with w, or einsum `sub` with w), clamps it into the output's bytes
-    (store: the bounds) or into the blocks' bytes (blocks: their bounds) followed by the int8
-    top-bit flip or the two blocks' wrapping byte sum."""
+    the bytes, the first and last blocks' bytes, the output last written, its rows view, the
+    product seen in the layout of the bytes (or of the output's rows, "store")]), copies the
+    input in, gathers the columns with one take by idx (None: the row is the columns), makes
+    one product (np.dot with w, sub "matmul": np.matmul with w, else einsum `sub` with w),
+    clamps it in place (store / blocks: the bounds, broadcast to the product) and casts it into
+    the output's rows ("store") or into the blocks' bytes followed by the int8 top-bit flip or
+    the two blocks' wrapping byte sum."""
     first = new()
     if not np.shares_memory(first[1], first[0]):
         return None
     pool = [first]
     pop, push = pool.pop, pool.append
     clip, copyto, dot, ein, add, xor = Q._CLIP_UFUNC, np.copyto, np.dot, Q.c_einsum, np.add, np.bitwise_xor
+    matmul = np.matmul
     # the clamp's bounds and the flip as operands of the whole block, so that each ufunc runs
     # one loop over it: a 0-d array where uniform (every block but the two-term form's), else
     # spread over every row -- broadcast per channel along the rows, a 64-row 4-channel
     # layer's clamp ran 64 inner loops of 4 values (helia_tiny_cnn's 3x3 CONV_2D)
     if combine == "store":
-        slo, shi = (_whole(b, (rows, o)) for b in store)
+        slo, shi = (_whole(b, first[3].shape) for b in store)
     else:
         blo, bhi = (_whole(b, first[3].shape) for b in blocks)
         flip = _whole(flip, (rows, o))
@@ -199,6 +227,8 @@ def _direct_run(new, idx, sub, w, combine, store, blocks, flip, rows, o):
             f[0].take(idx, None, f[2], "clip")
         if sub is None:
             dot(f[2], w, out=f[3])
+        elif sub == "matmul":
+            matmul(f[2], w, out=f[3])
         else:
             ein(sub, f[2], w, out=f[3])
         if out is f[7]:
@@ -213,10 +243,10 @@ def _direct_run(new, idx, sub, w, combine, store, blocks, flip, rows, o):
         # buffers (256 values: 2.9 against 1.2 + 0.9 us)
         if combine == "store":
             clip(f[3], slo, shi, out=f[3])
-            copyto(r, f[3], casting="unsafe")
+            copyto(r, f[9], casting="unsafe")
         else:
             clip(f[3], blo, bhi, out=f[3])
-            copyto(f[4], f[3], casting="unsafe")
+            copyto(f[4], f[9], casting="unsafe")
             if combine == "flip":
                 xor(f[5], flip, out=r)
             else:                   # the two blocks' bytes: their wrapping sum
