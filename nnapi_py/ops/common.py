@@ -65,22 +65,24 @@ def small(*infos):
 class Reshaped:
     """A kernel's array seen in another shape of the same size, for the small-tensor path (a
     reshape costs about 0.4 us a call, numpy's broadcasting of a [1, 1] or [32] operand against
-    [1, 32] about 1 us over a same-shape call): the view of the last array given is kept when
-    views of it may be kept (base.kept_array: a plan temporary or a kernel's own array), so a
-    run on the same array makes none.  `const` (a constant operand's array known at build,
-    given only when it is one: never a caller's array) is viewed once; the run passes that
-    very array.  Only views are kept: a kept one always shows the array's current values (an
-    input that cannot be viewed so is reshaped into a copy each call).  `out`: the array is
-    an output, whose view must share its memory (a copy would lose the writes: raises).
-    `dtype`: the view's dtype, of the array's item size (TENSOR_BOOL8 data as uint8 bytes).
-    (array, view) is one tuple: threads sharing the kernel read a consistent pair."""
-    __slots__ = ("shape", "pair", "out", "dtype")
+    [1, 32] about 1 us over a same-shape call): the view of an array given twice in a row is
+    kept when views of it may be kept (kept(): a plan temporary or a kernel's own array), so
+    later runs on the same array make none; arrays new every call (a dynamic plan, a loop
+    body's) cost one id() over the plain view.  `const` (a constant operand's array known at
+    build, given only when it is one: never a caller's array) is viewed once; the run passes
+    that very array.  Only views are kept: a kept one always shows the array's current
+    values (an input that cannot be viewed so is reshaped into a copy each call).  `out`: the
+    array is an output, whose view must share its memory (a copy would lose the writes:
+    raises).  `dtype`: the view's dtype, of the array's item size (TENSOR_BOOL8 data as uint8
+    bytes).  (array, view) is one tuple: threads sharing the kernel read a consistent pair."""
+    __slots__ = ("shape", "pair", "out", "dtype", "seen")
 
     def __init__(self, shape, const=None, out=False, dtype=None):
         self.shape = tuple(shape)
         self.out = out
         self.dtype = dtype
         self.pair = (None, None)
+        self.seen = None        # id() of the array of the last call that made a view
         if isinstance(const, np.ndarray):
             self.pair = (const, (const if dtype is None else const.view(dtype)).reshape(self.shape))
 
@@ -88,8 +90,13 @@ class Reshaped:
         p = self.pair
         if p[0] is a:
             return p[1]
-        keep = kept(a)
-        if not (keep or self.out):      # an input not kept: a reshape (a view where it can be)
+        i = id(a)
+        if self.seen != i:              # an array not seen last call: its plain reshape
+            self.seen = i
+            if self.out:
+                v = a.view() if self.dtype is None else a.view(self.dtype)
+                v.shape = self.shape    # raises rather than copy
+                return v
             return (a if self.dtype is None else a.view(self.dtype)).reshape(self.shape)
         v = a.view() if self.dtype is None else a.view(self.dtype)
         try:
@@ -98,9 +105,52 @@ class Reshaped:
             if self.out:
                 raise
             return v.reshape(self.shape)
-        if keep:
+        if kept(a):
             self.pair = (a, v)
         return v
+
+
+def region_copy(where, shape):
+    """For a small-tensor kernel o[0][...] = i[0][where] (reshaped to `shape` when it is not
+    None): (state, miss).  state[0] is (a kept input, its region's view) and the kernel runs
+
+        p = state[0]
+        if p[0] is x: o[0][...] = p[1]      (the index and reshape, about 0.5 us, gone)
+        else: miss(x, o[0])
+
+    miss makes the plain copy and keeps the view of an input given twice in a row that may be
+    kept (kept()): another input costs one id() over the plain copy (a loop body's arrays,
+    new each call)."""
+    state = [(None, None), None]        # (kept input, its region's view), id() of the last input
+
+    def miss(x, z):
+        v = x[where]
+        if shape is not None:
+            v = v.reshape(shape)        # a copy where the region cannot be viewed so
+        z[...] = v
+        n = id(x)
+        if state[1] != n:
+            state[1] = n
+        elif kept(x) and v.base is not None and (v.base is x or v.base is x.base):
+            state[0] = (x, v)
+    return state, miss
+
+
+def stable(lean, plain):
+    """A kernel running lean(i, o) when output 0 is the array of its previous call (a static
+    plan's: the views and memoryviews lean keeps pay off from run to run), else plain(i, o)
+    (the general kernel: arrays new each call, a loop body's or a dynamic plan's, would only
+    pay for making them, about 0.5-2.5 us).  Only id()s are kept (never a caller's array)."""
+    seen = [None]
+
+    def k(i, o):
+        n = id(o[0])
+        if seen[0] == n:
+            lean(i, o)
+        else:
+            seen[0] = n
+            plain(i, o)
+    return k
 
 
 def lean_operand(info, shape, const_ok, dtype=None):
@@ -155,12 +205,13 @@ class RunCopy:
     array is not C-contiguous, numpy assigns the source's region (sreg: a Region of it, None:
     all of it) to the destination's (dreg, likewise), views kept where they may be (making a
     memoryview of caller memory costs about 0.5 us, each Python call here about 0.1 us)."""
-    __slots__ = ("sb", "db", "sreg", "dreg")
+    __slots__ = ("sb", "db", "sreg", "dreg", "seen")
 
     def __init__(self, src_run, dst_run, sreg, dreg):
         self.sb = Bytes(*src_run) if src_run else Bytes()
         self.db = Bytes(*dst_run) if dst_run else Bytes()
         self.sreg, self.dreg = sreg, dreg
+        self.seen = None
 
     def __call__(self, x, z):
         ps, pd = self.sb.pair, self.db.pair
@@ -168,11 +219,14 @@ class RunCopy:
             pd[1][:] = ps[1]
             return
         if type(x.base) is PoolBuffer and type(z.base) is PoolBuffer:      # two plan temporaries
-            try:
-                self.db(z)[:] = self.sb(x)
-                return
-            except TypeError:           # not C-contiguous: numpy's assignment
-                pass
+            ids = (id(x), id(z))
+            if self.seen == ids:        # the same two again: their memoryviews, kept
+                try:
+                    self.db(z)[:] = self.sb(x)
+                    return
+                except TypeError:       # not C-contiguous: numpy's assignment
+                    pass
+            self.seen = ids
         s, d = self.sreg, self.dreg
         (z if d is None else d(z))[...] = (x if s is None else s(x))
 
@@ -199,11 +253,14 @@ class Region(Reshaped):
         if self.shape is not None and v.shape != self.shape:
             try:
                 v.shape = self.shape
-            except AttributeError:
+            except AttributeError:      # an input's strided region: a copy, not kept
                 if self.out:
                     raise
                 return v.reshape(self.shape)
-        if kept(a):
+        i = id(a)
+        if self.seen != i:
+            self.seen = i
+        elif kept(a):
             self.pair = (a, v)
         return v
 

@@ -12,7 +12,7 @@ from .base import Op, register, tname
 from .common import (F16, F32, I32, Q8, Q8S, QUANT8, INT32, LEVELS_FL2, LEVELS_FL3, LEVELS_FL3_INT,
                     tensor_of, require_scalar, int_tensor, scalar_int, int_values, known_len, fail_value,
                     copy_pixels, fill_pixels)
-from .common import Region, n_elements, small
+from .common import n_elements, region_copy, small
 
 
 def _same_rank_output(sig, what="input 0"):
@@ -88,10 +88,14 @@ class Slice(Op):
         where = self.view_of(ins, outs)[0]
 
         if _lean(ins[0], outs[0]):
-            src = Region(where)         # the input's region, a view kept
+            state, miss = region_copy(where, None)
 
             def kernel(i, o):
-                o[0][...] = src(i[0])
+                x, p = i[0], state[0]
+                if p[0] is x:
+                    o[0][...] = p[1]
+                else:
+                    miss(x, o[0])
             return kernel
 
         def kernel(i, o):
@@ -200,10 +204,14 @@ class StridedSlice(Op):
         shape = outs[0].dims
 
         if _lean(ins[0], outs[0]):
-            src = Region(where, shape)  # the input's region in the output's shape, a view kept
+            state, miss = region_copy(where, shape)
 
             def kernel(i, o):
-                o[0][...] = src(i[0])
+                x, p = i[0], state[0]
+                if p[0] is x:
+                    o[0][...] = p[1]
+                else:
+                    miss(x, o[0])
             return kernel
 
         def kernel(i, o):
@@ -212,11 +220,10 @@ class StridedSlice(Op):
 
 
 def _lean(inp, out):
-    """SLICE / STRIDED_SLICE of small tensors (common.small) take one numpy assignment from the
-    input's region (viewed in the output's shape), the view kept (common.Region): not an index,
-    a reshape and the assignment.  (Between two plan temporaries a contiguous region is a view
-    the plan hands on, no kernel: the kernel runs for a model's input or output, or a strided
-    region.)"""
+    """SLICE / STRIDED_SLICE of small tensors (common.small) copy through common.region_copy:
+    the input region's view kept from run to run where the input is (not an index, a reshape
+    and the assignment).  (Between two plan temporaries a contiguous region is a view the plan
+    hands on, no kernel: the kernel runs for a model's input or output, or a strided region.)"""
     return small(inp, out) and bool(n_elements(out))
 
 
