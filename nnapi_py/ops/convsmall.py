@@ -116,10 +116,12 @@ def _small_quant_dw(res, taps, bias, dims, pads, geom, m):
     requantization folded into the product exactly, the negative side's correction as a second
     block where the stage has one): the input cast into a float64 row followed by a channel row
     of the padding's value (the input zero point) and one of ones; every output pixel's taps of
-    every channel gathered from it by one take ([pixels, taps + 1, channels], the last tap the
-    ones); one einsum with the weights [taps + 1, blocks, channels]; the clamp stored into
-    bytes; the int8 top-bit flip or the two blocks' byte sum: 5 numpy calls, the same exact
-    sums as the general kernel.  taps: [KH*KW, O] centred; m: the depth multiplier (output
+    every channel gathered from it by one take (the last tap the ones): from DW_MATMUL_ROWS
+    output pixels channel-major [channels, pixels, taps + 1] and one batched matmul with each
+    channel's weights [taps + 1, blocks], else [pixels, taps + 1, channels] and one einsum with
+    the weights [taps + 1, blocks, channels]; the clamp in place and its cast into bytes; the
+    int8 top-bit flip or the two blocks' byte sum: 6 numpy calls, the same exact sums as the
+    general kernel.  taps: [KH*KW, O] centred; m: the depth multiplier (output
     channel o reads input channel o // m).  None where the stage has no such form."""
     n, h, w, c = dims
     pt, pl = pads
