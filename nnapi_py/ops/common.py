@@ -136,23 +136,6 @@ def region_copy(where, shape):
     return state, miss
 
 
-def stable(lean, plain):
-    """A kernel running lean(i, o) when output 0 is the array of its previous call (a static
-    plan's: the views and memoryviews lean keeps pay off from run to run), else plain(i, o)
-    (the general kernel: arrays new each call, a loop body's or a dynamic plan's, would only
-    pay for making them, about 0.5-2.5 us).  Only id()s are kept (never a caller's array)."""
-    seen = [None]
-
-    def k(i, o):
-        n = id(o[0])
-        if seen[0] == n:
-            lean(i, o)
-        else:
-            seen[0] = n
-            plain(i, o)
-    return k
-
-
 def lean_operand(info, shape, const_ok, dtype=None):
     """How the small-tensor path hands an elementwise operand (Info) to a ufunc whose output
     has `shape`: None when it is passed as it is (its shape is the output's, or it is truly
@@ -174,61 +157,6 @@ def lean_operand(info, shape, const_ok, dtype=None):
     if n == total and n:
         return Reshaped(shape, const, dtype=dtype)
     return None if dtype is None else Reshaped(dims, const, dtype=dtype)
-
-
-class Bytes:
-    """The bytes [lo:hi] of a C-contiguous array as a flat memoryview (all of them when lo is
-    None), kept for the last array given (call it only with arrays that may be kept, see
-    kept()).  Raises TypeError for an array that is not C-contiguous (memoryview's cast)."""
-    __slots__ = ("lo", "hi", "pair")
-
-    def __init__(self, lo=None, hi=None):
-        self.lo, self.hi = lo, hi
-        self.pair = (None, None)
-
-    def __call__(self, a):
-        p = self.pair
-        if p[0] is a:
-            return p[1]
-        m = a.data.cast("B")
-        if self.lo is not None:
-            m = m[self.lo:self.hi]
-        self.pair = (a, m)
-        return m
-
-
-class RunCopy:
-    """One copy of a small tensor's data between two arrays of one dtype (the same bits):
-    the run of bytes src[slo:shi] into dst[dlo:dhi] (None: all of it).  Between two plan
-    temporaries the two memoryviews are kept and the copy is a memoryview slice assignment
-    (about 0.15 us; a numpy assignment of kept views takes 0.5-0.9 us); otherwise, or where an
-    array is not C-contiguous, numpy assigns the source's region (sreg: a Region of it, None:
-    all of it) to the destination's (dreg, likewise), views kept where they may be (making a
-    memoryview of caller memory costs about 0.5 us, each Python call here about 0.1 us)."""
-    __slots__ = ("sb", "db", "sreg", "dreg", "seen")
-
-    def __init__(self, src_run, dst_run, sreg, dreg):
-        self.sb = Bytes(*src_run) if src_run else Bytes()
-        self.db = Bytes(*dst_run) if dst_run else Bytes()
-        self.sreg, self.dreg = sreg, dreg
-        self.seen = None
-
-    def __call__(self, x, z):
-        ps, pd = self.sb.pair, self.db.pair
-        if ps[0] is x and pd[0] is z:
-            pd[1][:] = ps[1]
-            return
-        if type(x.base) is PoolBuffer and type(z.base) is PoolBuffer:      # two plan temporaries
-            ids = (id(x), id(z))
-            if self.seen == ids:        # the same two again: their memoryviews, kept
-                try:
-                    self.db(z)[:] = self.sb(x)
-                    return
-                except TypeError:       # not C-contiguous: numpy's assignment
-                    pass
-            self.seen = ids
-        s, d = self.sreg, self.dreg
-        (z if d is None else d(z))[...] = (x if s is None else s(x))
 
 
 class Region(Reshaped):

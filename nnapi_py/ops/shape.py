@@ -18,7 +18,8 @@ from .. import constants as C
 from .base import Op, register, tname
 from .quant import ByteLookup, affine_requant_table
 from .common import tensor_of, require_scalar, int_tensor, scalar_int, int_values, known_len, fail_value  # noqa: F401
-from .common import Region, RunCopy, n_elements, small, stable
+from .base import PoolBuffer
+from .common import n_elements, small
 
 from .common import F16, F32, I32, Q8, Q8S, QUANT8, INT32, LEVELS_FL1, LEVELS_FL2, LEVELS_FL3_INT, LEVELS_FL3  # noqa: E402,F401
 
@@ -360,45 +361,76 @@ class Concatenation(Op):
 
 
 def _lean_concatenation(tensors, a, general):
-    """CONCATENATION of small tensors: each input written to its region of the output by a
-    common.RunCopy (the dimensions before the axis are 1: each input is one run of the output's
-    bytes) or one numpy assignment to the region's view (common.Region), views kept: instead of
-    np.concatenate's set-up; `general` where the output is new each call (common.stable).  One
-    input: a copy."""
+    """CONCATENATION of small tensors.  One non-empty input: a copy.  Where each input is one
+    run of the output's bytes (the dimensions before the axis are 1) and the inputs and the
+    output are plan temporaries seen twice in a row (their id()s), their memoryviews are kept
+    and a run is one memoryview slice assignment per input (about 0.15 us each, against
+    np.concatenate's 1.3-1.6); any other call is the general kernel plus a few type tests (a
+    model's input among them, arrays new each call)."""
     nonempty = [k for k, x in enumerate(tensors) if x.dims[a]]
-    if len(nonempty) == 1:                  # one input: a copy
+    if len(nonempty) == 1:
         k0 = nonempty[0]
 
         def kernel(i, o):
             o[0][...] = i[k0]
         return kernel
-    runs = all(d == 1 for d in tensors[0].dims[:a])
-    steps, start, bytes_ = [], 0, 0
-    for k, x in enumerate(tensors):
-        stop = start + x.dims[a]
-        n = n_elements(x) * x.dtype.itemsize
-        if stop > start:
-            dst = Region(axis_slice(a, slice(start, stop)), out=True)
-            steps.append((k, RunCopy(None, (bytes_, bytes_ + n), None, dst) if runs else dst))
-        start, bytes_ = stop, bytes_ + n
-    if runs and len(steps) == 2:
-        (k0, c0), (k1, c1) = steps
+    if not all(d == 1 for d in tensors[0].dims[:a]):
+        return general
+    runs, start = [], 0
+    for k in nonempty:
+        n = n_elements(tensors[k]) * tensors[k].dtype.itemsize
+        runs.append((k, start, start + n))
+        start += n
+    ks = tuple(k for k, _, _ in runs)
+    concatenate = np.concatenate
+    # (output, inputs..., ((output bytes, input bytes)...)) kept; the id()s of the last learn;
+    # the learns left (a model's input among the inputs, or arrays new each call, stop them)
+    state = [(None,), None, 8]
+
+    def learn(i, z):
+        """After a general run: the memoryviews of plan temporaries seen twice in a row."""
+        xs = [i[k] for k in ks]
+        if type(z.base) is not PoolBuffer or any(type(x.base) is not PoolBuffer for x in xs):
+            state[2] = 0                # a model's input or output: the general kernel from now on
+            return
+        ids = (id(z),) + tuple(id(x) for x in xs)
+        if state[1] != ids:
+            state[1] = ids
+            state[2] -= 1
+            return
+        try:
+            out = z.data.cast("B")
+            pairs = tuple((out[lo:hi], x.data.cast("B")) for x, (_, lo, hi) in zip(xs, runs))
+        except TypeError:               # not C-contiguous
+            state[2] = 0
+            return
+        state[0] = (z, *xs, pairs)
+
+    if len(ks) == 2:
+        k0, k1 = ks
 
         def kernel(i, o):
-            z = o[0]
-            c0(i[k0], z)
-            c1(i[k1], z)
-    elif runs:
-        def kernel(i, o):
-            z = o[0]
-            for k, c in steps:
-                c(i[k], z)
-    else:
-        def kernel(i, o):
-            z = o[0]
-            for k, r in steps:
-                r(z)[...] = i[k]
-    return stable(kernel, general)
+            z, c = o[0], state[0]
+            if c[0] is z and c[1] is i[k0] and c[2] is i[k1]:
+                (d0, s0), (d1, s1) = c[3]
+                d0[:] = s0
+                d1[:] = s1
+                return
+            concatenate(i[:-1], axis=a, out=z)      # the general kernel (not called: 0.3 us)
+            if state[2]:
+                learn(i, z)
+        return kernel
+
+    def kernel(i, o):
+        z, c = o[0], state[0]
+        if c[0] is z and all(c[j + 1] is i[k] for j, k in enumerate(ks)):
+            for d, s in c[-1]:
+                d[:] = s
+            return
+        general(i, o)
+        if state[2]:
+            learn(i, z)
+    return kernel
 
 
 # ---- SPLIT ---------------------------------------------------------------------------------
