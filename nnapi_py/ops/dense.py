@@ -87,7 +87,7 @@ def _small_float_fc(ins, outs, fuse, size):
     else:
         act = _bound_activation(fuse)
         clip = None
-    matmul, add = np.matmul, np.add
+    matmul, add = _product_for(wt, shape[0]), np.add
 
     def k(i, o):
         out = o[0]
@@ -102,6 +102,22 @@ def _small_float_fc(ins, outs, fuse, size):
         elif act is not None:
             act(out)
     return k
+
+
+def _product_for(wt, rows):
+    """np.dot where it gives np.matmul's bits for products of `rows` rows with wt (both reach
+    the same BLAS routine for these shapes: checked here on random rows, since a routine
+    taken the other way round would sum in another order), else np.matmul.  np.dot's call
+    costs about 1 us less (1x16 @ 16x16: 2.4 -> 1.4 us)."""
+    rng = np.random.default_rng(len(wt))
+    for _ in range(2):
+        x = rng.standard_normal((rows, wt.shape[0])).astype(np.float32)
+        a, b = np.empty((rows, wt.shape[1]), np.float32), np.empty((rows, wt.shape[1]), np.float32)
+        np.matmul(x, wt, out=a)
+        np.dot(x, wt, out=b)
+        if a.tobytes() != b.tobytes():
+            return np.matmul
+    return np.dot
 
 
 def _bound_activation(fuse):
