@@ -197,12 +197,14 @@ def lean_pair(ufunc, ins, outs, act=None, dtype=None):
     pa = lean_operand(ins[0], shape, const_ok, dtype)
     pb = lean_operand(ins[1], shape, const_ok, dtype)
     f = ufunc
-    if pa is None and pb is None:
+    if pa is None and pb is None and act is None:
+        def k(i, o):
+            f(i[0], i[1], out=o[0])
+    elif pa is None and pb is None:
         def k(i, o):
             z = o[0]
             f(i[0], i[1], out=z)
-            if act is not None:
-                act(z)
+            act(z)
     elif pa is None:
         def k(i, o):
             z = o[0]
@@ -420,7 +422,11 @@ class Compare(Pairwise):
             table = f(da[:, None], db[None, :]).ravel()
             return Binary.table_kernel(table, ins[:2], outs)
         if small(*ins, *outs):
-            return one_value(self.py, ins, outs) or lean_pair(f, ins, outs)
+            if tuple(ins[0].dims) == tuple(ins[1].dims) == tuple(outs[0].dims):
+                k = one_value(self.py, ins, outs)       # (broadcast: lean_pair's 0-d views cost less in runs)
+                if k is not None:
+                    return k
+            return lean_pair(f, ins, outs)
 
         def k(i, o):
             f(i[0], i[1], out=o[0])
