@@ -267,22 +267,20 @@ def _flat_loop(cond_plan, body_plan, vals, m, carried, deadline, end, timeout):
     step finds its arrays bound already."""
     tail = vals[carried:]
     c = [np.empty(cond_plan.out_shapes[0], cond_plan.out_dtypes[0])]
-    sets = ([np.empty(s, dt) for s, dt in zip(body_plan.out_shapes, body_plan.out_dtypes)], None)
-    arenas = [(p, [p.take_arena(), p.take_arena()]) for p in (cond_plan, body_plan)]
-    (_, ca), (_, ba) = arenas
+    go = c[0].reshape(-1)
+    sets = [[np.empty(s, dt) for s, dt in zip(body_plan.out_shapes, body_plan.out_dtypes)] for _ in range(2)]
+    feeds = [outs + tail for outs in sets]      # a step's inputs: one list per set, so a bound
+    arenas = [(p, [p.take_arena(), p.take_arena()]) for p in (cond_plan, body_plan)]   # arena
+    (_, ca), (_, ba) = arenas                   # finds the very list it holds
     step = 0
     try:
         while True:
             parity = step & 1
             cond_plan.run_static(vals, c, deadline, True, ca[parity])
-            if not c[0].reshape(-1)[0]:
+            if not go.item(0):
                 break
-            outs = sets[parity]
-            if outs is None:
-                outs = [np.empty(s, dt) for s, dt in zip(body_plan.out_shapes, body_plan.out_dtypes)]
-                sets = (sets[0], outs)
-            body_plan.run_static(vals, outs, deadline, True, ba[parity])
-            vals = outs + tail if tail else outs
+            body_plan.run_static(vals, sets[parity], deadline, True, ba[parity])
+            vals = feeds[parity]
             step += 1
             if time.monotonic_ns() > end:
                 raise NNError(C.MISSED_DEADLINE_TRANSIENT,
