@@ -642,3 +642,30 @@ def test_small_fc_product_takes_dot_only_where_its_bits_are_matmuls(monkeypatch)
         return r
     monkeypatch.setattr(np, "dot", other_order)
     assert dense._product_for(wt, 1) is np.matmul
+
+
+@pytest.mark.parametrize("fuse", [0, 1, 2, 3])
+def test_one_value_fc_and_logistic(fuse):
+    """One output value: FULLY_CONNECTED to [1, 1] and LOGISTIC of one value make the general
+    kernels' steps with none in place (FC: new arrays, then the output; LOGISTIC: numpy float32
+    scalars): the same bits, over random, huge, tiny, infinite and NaN values."""
+    rng = np.random.default_rng(31 + fuse)
+    specials = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45, 88.7, -88.7, 104.0, -104.0, 3e38, -3e38]
+    values = list((rng.standard_normal(40) * 10 ** rng.uniform(-3, 2.5, 40)).astype(np.float32)) + specials
+    size = 7
+    w = rng.standard_normal((1, size)).astype(np.float32)
+    b = rng.standard_normal(1).astype(np.float32)
+
+    def build():
+        m = nn.Model()
+        xi = m.input("x", nn.float32, (1, size))
+        y = m.op("FULLY_CONNECTED", xi, w, b, fuse, outputs=[(nn.float32, (1, 1))])
+        m.output(y, "fc")
+        s = m.input("s", nn.float32, (1, 1))
+        m.output(m.op("LOGISTIC", s, outputs=[(nn.float32, (1, 1))]), "sig")
+        return m
+    for v in values:
+        with np.errstate(over="ignore"):        # 3e38 times a draw above 1: inf, as meant
+            x = (rng.standard_normal((1, size)) * abs(float(v)) if np.isfinite(v) else
+                 np.full((1, size), v)).astype(np.float32)
+        _same(*_both(build, {"x": x, "s": np.full((1, 1), v, np.float32)}))

@@ -65,9 +65,19 @@ def _small_f32(ins, outs):
 
 def _small_sigmoid(shape):
     """_sigmoid's four calls: -x, exp, + 1 (an int 1 meets float32 as float32: here an array of
-    ones of the output's shape, no scalar converted per call), 1 / v."""
+    ones of the output's shape, no scalar converted per call), 1 / v.  One value: the same four
+    steps on numpy float32 scalars (numpy's in-place ufunc on a one-element array costs about
+    1 us more a call than on a longer one; a float32 scalar's exp is the array loop's, and its
+    negation, sum and quotient are the same IEEE operations)."""
     neg, exp, add, rec = np.negative, np.exp, np.add, np.reciprocal
-    one = np.ones(tuple(int(d) for d in shape), np.float32)
+    shape = tuple(int(d) for d in shape)
+    one = np.ones(shape, np.float32)
+    if len(shape) and all(d == 1 for d in shape):
+        at, one32 = (0,) * len(shape), np.float32(1)
+
+        def k1(i, o):
+            o[0][at] = one32 / (exp(-i[0][at]) + one32)
+        return k1
 
     def k(i, o):
         out = o[0]
