@@ -83,6 +83,22 @@ def _check_output(k, given, shape):
                                    f"{dims_text(given)} given for it")
 
 
+def _quietly(fn, *args):
+    """fn(*args) with numpy's floating-point warnings silenced: they must not reach a host's
+    stderr.  In an interpreter we started (C host) np.seterr, which is per thread, is set once
+    on each thread that computes; in a Python host the caller's settings are kept outside."""
+    if QUIET_NUMPY:
+        if not getattr(_quiet, "on", False):
+            np.seterr(all="ignore")
+            _quiet.on = True
+        return fn(*args)
+    token = _quiet_enter()
+    try:
+        return fn(*args)
+    finally:
+        _quiet_leave(token)
+
+
 def _failure(e):
     """The result code of a computation that raised e (its reason: this thread's last error)."""
     from .errors import set_last
@@ -145,14 +161,7 @@ class Execution(ExecutionIO):
             # same run of the plan as below, less what only its first computation needed
             _loop.timeout = self.loop_timeout
             try:
-                if QUIET_NUMPY:
-                    again()
-                else:
-                    token = _quiet_enter()
-                    try:
-                        again()
-                    finally:
-                        _quiet_leave(token)
+                _quietly(again)
                 return C.NO_ERROR
             except Exception as e:
                 return _failure(e)
@@ -172,17 +181,7 @@ class Execution(ExecutionIO):
                 elif fault is not None:
                     raise NNError(*fault)
             _loop.timeout = self.loop_timeout
-            if QUIET_NUMPY:
-                if not getattr(_quiet, "on", False):   # np.seterr is per thread: once on each thread
-                    np.seterr(all="ignore")
-                    _quiet.on = True
-                status = self._compute(deadline, plan)
-            else:                                       # numpy warnings must not reach a host's stderr
-                token = _quiet_enter()
-                try:
-                    status = self._compute(deadline, plan)
-                finally:
-                    _quiet_leave(token)
+            status = _quietly(self._compute, deadline, plan)
         except Exception as e:
             status = _failure(e)
         if self.measure:
@@ -315,8 +314,7 @@ class Execution(ExecutionIO):
         status = self.run()
         if status:
             self._finish_status(status)
-        self.status = status                # end(status)
-        self.state = COMPLETED
+        self.end(status)
         return status
 
     def _finish_status(self, status):

@@ -204,11 +204,10 @@ class _StatePair:
             self.bound[k] = True
             if self.execs[1] is ex:         # one execution in both places (no paired state)
                 self.bound[1 - k] = True
-        if self.kept:
-            for v, key, both in self.kept:
-                self.last[v] = r = res[key]
-                if both is not None:        # read too, but of another dtype / shape: copied
-                    both[...] = r
+        for v, key, both in self.kept:
+            self.last[v] = r = res[key]
+            if both is not None:            # read too, but of another dtype / shape: copied
+                both[...] = r
         if self.paired:
             self.k = 1 - k
         outs = self.results[k]
