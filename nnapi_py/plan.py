@@ -24,8 +24,8 @@ def _new_pool(nbytes):
 # ---- constant folding -------------------------------------------------------------------------
 FOLD_FACTOR = 4                 # folded results kept: at most this many times the model's constant bytes ...
 FOLD_FLOOR = 16 << 20           # ... or this many bytes, whichever is more
-NEVER_FOLDED = frozenset(("RANDOM_MULTINOMIAL",))
-VIEWS = True                    # outputs that are views of their input take no kernel (Plan._views)       # a draw per computation, not a value of its inputs
+NEVER_FOLDED = frozenset(("RANDOM_MULTINOMIAL",))       # a draw per computation, not a value of its inputs
+VIEWS = True                    # outputs that are views of their input take no kernel (Plan._views)
 
 
 class _ConstantFolds:
@@ -282,9 +282,9 @@ class Plan(GraphRewrites, PlanRunner):
             if fold.alias:                      # inputs computed at compilation: their constants
                 node.ins = tuple([fold.alias.get(i, i) for i in node.ins])
             if node.op.control:
-                # IF / WHILE whose inputs' shapes are known and whose outputs are declared
-                # fully: a step of the static plan like any other (it runs its referenced
-                # models); else the plan runs node by node (run_dynamic)
+                # IF / WHILE whose inputs' shapes are known and whose outputs' shapes are
+                # declared or given by the referenced models: a step of the static plan like
+                # any other (it runs its referenced models); else the plan runs node by node
                 node.kernel = control_step(node, infos, shapes)
                 static = static and node.kernel is not None
                 continue

@@ -288,8 +288,9 @@ class PlanRunner:
 
 def control_step(node, infos, shapes):
     """The static plan's step of an IF / WHILE node (kernel(ins, outs)), or None when the
-    plan must run node by node: an input's shape unknown at compilation, an output not
-    declared fully (its shape comes from the referenced model's run), or a float16 partition.
+    plan must run node by node: an input's shape unknown at compilation, an output neither
+    declared fully nor given by the referenced models (Op.result_shapes: shapes the same at
+    every run), or a float16 partition.
     The step runs the operation (Op.execute, the referenced models' plans) and copies its
     results into the step's output arrays, failing with run_dynamic's reason where a result's
     shape differs from the declared one.  Declares the outputs' shapes (into shapes)."""

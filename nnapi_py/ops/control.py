@@ -194,14 +194,10 @@ class While(_Control):
         """The outputs' shapes however many steps run: those of the loop values they are, where
         the condition and the body compile to static plans for the values' shapes and every
         step gives each carried value back in its shape and type (what _flat_loop runs)."""
-        cond_plan = _static_for(_subplan(node, node_model(values[0])), shapes[2:])
-        body_plan = _static_for(_subplan(node, node_model(values[1])), shapes[2:])
+        cond_plan = _subplan(node, node_model(values[0]))
+        body_plan = _subplan(node, node_model(values[1]))
         m = len(node.outs)
-        carried = len(body_plan.outputs) if body_plan is not None else 0
-        if cond_plan is None or body_plan is None or cond_plan.out_scalar[0] or carried < m:
-            return None
-        if any(body_plan.out_shapes[j] != body_plan.in_static[j] or body_plan.out_dtypes[j] != body_plan.in_dtypes[j]
-               for j in range(carried)):
+        if len(body_plan.outputs) < m or not _loop_flat(cond_plan, body_plan, shapes[2:], len(body_plan.outputs)):
             return None
         return [tuple(s) for s in shapes[2:2 + m]]
 
@@ -242,17 +238,20 @@ def _static_for(plan, shapes):
 
 
 def _flat_loop_ok(cond_plan, body_plan, vals, carried):
-    """A WHILE whose condition and body are static plans of the loop operands' shapes, none of
-    them a scalar, the body's results of the shapes and types of the operands they replace:
-    checked once, before the loop (then every step's inputs have the compiled shapes)."""
-    if not FLAT:
+    """A WHILE whose loop operands are arrays and whose plans run flat for their shapes
+    (_loop_flat): checked once, before the loop (then every step's inputs have the compiled
+    shapes)."""
+    if not all(isinstance(a, np.ndarray) for a in vals):
         return False
-    for p in (cond_plan, body_plan):
-        if not p.static or p.failure is not None or not all(p.out_refs) or any(p.in_scalar):
-            return False
-        if len(p.in_static) != len(vals) or any(s is None or a is None or not isinstance(a, np.ndarray)
-                                                or a.shape != s for a, s in zip(vals, p.in_static)):
-            return False
+    return _loop_flat(cond_plan, body_plan, [a.shape for a in vals], carried)
+
+
+def _loop_flat(cond_plan, body_plan, shapes, carried):
+    """A WHILE whose condition and body are static plans of the loop operands' shapes (none of
+    them a scalar: _static_for), the body's results of the shapes and types of the operands
+    they replace."""
+    if _static_for(cond_plan, shapes) is None or _static_for(body_plan, shapes) is None:
+        return False
     if len(body_plan.out_shapes) < carried or cond_plan.out_scalar[0]:
         return False
     return all(body_plan.out_shapes[j] == body_plan.in_static[j] and body_plan.out_dtypes[j] == body_plan.in_dtypes[j]
