@@ -85,22 +85,7 @@ class Slice(Op):
         return [tuple(slice(b, b + s) for b, s in self._region(ins))]
 
     def build(self, ins, outs):
-        where = self.view_of(ins, outs)[0]
-
-        if _lean(ins[0], outs[0]):
-            state, miss = region_copy(where, None)
-
-            def kernel(i, o):
-                x, p = i[0], state[0]
-                if p[0] is x:
-                    o[0][...] = p[1]
-                else:
-                    miss(x, o[0])
-            return kernel
-
-        def kernel(i, o):
-            o[0][...] = i[0][where]
-        return kernel
+        return _region_kernel(ins, outs, self.view_of(ins, outs)[0], None)
 
 
 # ---- STRIDED_SLICE -------------------------------------------------------------------------
@@ -200,31 +185,33 @@ class StridedSlice(Op):
         return [tuple(where)]
 
     def build(self, ins, outs):
-        where = self.view_of(ins, outs)[0]
-        shape = outs[0].dims
+        return _region_kernel(ins, outs, self.view_of(ins, outs)[0], outs[0].dims)
 
-        if _lean(ins[0], outs[0]):
-            state, miss = region_copy(where, shape)
 
-            def kernel(i, o):
-                x, p = i[0], state[0]
-                if p[0] is x:
-                    o[0][...] = p[1]
-                else:
-                    miss(x, o[0])
-            return kernel
+def _region_kernel(ins, outs, where, shape):
+    """SLICE / STRIDED_SLICE: out = in[where] (reshaped to `shape` unless None).  Small tensors
+    (common.small) copy through common.region_copy: the input region's view kept from run to
+    run where the input is (not an index, a reshape and the assignment).  (Between two plan
+    temporaries a contiguous region is a view the plan hands on, no kernel: the kernel runs for
+    a model's input or output, or a strided region.)"""
+    if small(ins[0], outs[0]) and n_elements(outs[0]):
+        state, miss = region_copy(where, shape)
 
         def kernel(i, o):
-            o[0][...] = i[0][where].reshape(shape)
+            x, p = i[0], state[0]
+            if p[0] is x:
+                o[0][...] = p[1]
+            else:
+                miss(x, o[0])
+        return kernel
+    if shape is None:
+        def kernel(i, o):
+            o[0][...] = i[0][where]
         return kernel
 
-
-def _lean(inp, out):
-    """SLICE / STRIDED_SLICE of small tensors (common.small) copy through common.region_copy:
-    the input region's view kept from run to run where the input is (not an index, a reshape
-    and the assignment).  (Between two plan temporaries a contiguous region is a view the plan
-    hands on, no kernel: the kernel runs for a model's input or output, or a strided region.)"""
-    return small(inp, out) and bool(n_elements(out))
+    def kernel(i, o):
+        o[0][...] = i[0][where].reshape(shape)
+    return kernel
 
 
 # ---- PAD / PAD_V2 --------------------------------------------------------------------------
