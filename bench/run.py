@@ -93,7 +93,8 @@ def small_rows(rows, ratios):
     machine a preempted kernel puts a time slice into the mean), goal 6 us; (b) the cost of an
     execution beyond its kernels, C host and Python host, for 16 operations: goal 10 + 0.5 x 16
     us; (c) each tiny model ours / LiteRT builtin kernels in one run: goal 4x, the int8 wake words
-    2x."""
+    2x; (e) for information, numpy's floor of the FULLY_CONNECTED-only tiny models (tflm_sine):
+    its layers as the fewest numpy calls, no runtime, over LiteRT builtin, and our run over it."""
     script = os.path.join(ROOT, "bench", "small_path.py")
     r = subprocess.run([sys.executable, script, "all"], env=ENV, capture_output=True, text=True)
     from small_path import INT8_WAKE           # bench/ is this script's directory
@@ -114,6 +115,11 @@ def small_rows(rows, ratios):
             name = f"  tiny_overhead {parts[1]}"         # TfliteModel.run() with no-op kernels
             rows.append((name, float(parts[2]), "us", float(parts[4])))
             GOALS.add(name)
+        elif parts[:1] == ["tiny_floor"] and len(parts) == 5:
+            # numpy's floor for an FC-only tiny model (small_path.py floor): no runtime, fewest calls
+            floor, builtin, ours = (float(v) for v in parts[2:])
+            rows.append((f"  tiny_floor {parts[1]}/builtin", floor / builtin if builtin else float("nan"), "x", None))
+            rows.append((f"  tiny_floor {parts[1]} ours/floor", ours / floor if floor else float("nan"), "x", None))
         elif parts[:1] == ["tiny"] and len(parts) == 4:
             ours, builtin = float(parts[2]), float(parts[3])
             name = f"  tiny {parts[1]}/builtin"

@@ -17,6 +17,14 @@
                                       kernel of its executions a no-op; models run through one NNAPI model):
                                       "tiny_overhead <model> <us> <operations> <ceiling us>", the ceiling
                                       10 us + 0.5 us an operation (medians of 7 batches)
+  python bench/small_path.py floor    (e) numpy's floor for the tiny models made only of float32
+                                      FULLY_CONNECTED layers (tflm_sine): the layers written by hand
+                                      as the fewest numpy calls that give our bits (a product --
+                                      np.multiply for one input value, else np.dot --, the bias sum,
+                                      np.maximum for RELU), no runtime at all, checked equal to
+                                      TfliteModel.run()'s output, timed beside LiteRT's builtin
+                                      invoke() and our run() as bench/tflite_models.py times them:
+                                      "tiny_floor <model> <floor us> <builtin us> <ours us>"
 Run by bench/run.py (make bench).
 """
 import os
@@ -232,6 +240,78 @@ def importer_rows():
         print(r.stderr.strip().splitlines()[-1], file=sys.stderr)
 
 
+FLOOR_ACTS = {0: None, 1: 0.0}     # FULLY_CONNECTED fused activations the floor writes: NONE, RELU
+
+
+def _fc_floor(nn_model):
+    """The float32 FULLY_CONNECTED chain of nn_model as a function of its input, in the fewest
+    numpy calls (see "floor" above), or None when the model is something else."""
+    import numpy as np
+    vals, ops = nn_model.values, nn_model.operations
+    layers, prev = [], None
+    for name, ins, outs in ops:
+        if name != "FULLY_CONNECTED" or len(ins) != 4 or any(k not in vals for k in ins[1:]):
+            return None
+        if prev is not None and ins[0] != prev:
+            return None
+        w, b, act = vals[ins[1]], vals[ins[2]], int(np.asarray(vals[ins[3]]))
+        if w.dtype != np.float32 or act not in FLOOR_ACTS:
+            return None
+        wt = np.ascontiguousarray(w.T)
+        layers.append((wt.shape[0] == 1, wt, b, None if FLOOR_ACTS[act] is None else np.float32(FLOOR_ACTS[act])))
+        prev = outs[0]
+    if not layers:
+        return None
+    dot, mul, add, mx = np.dot, np.multiply, np.add, np.maximum
+
+    def run(x):
+        for one, wt, b, lo in layers:
+            x = add(mul(x, wt) if one else dot(x, wt), b)
+            if lo is not None:
+                x = mx(x, lo)
+        return x
+    return run
+
+
+def floor_in_process(names):
+    """(e) in this process: each FULLY_CONNECTED-only tiny model's numpy floor beside LiteRT's
+    builtin invoke() and our run(), interleaved as bench/tflite_models.py does."""
+    import numpy as np
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    from tflite_models import interleaved_ms
+    try:
+        from ai_edge_litert.interpreter import Interpreter, OpResolverType
+        from nnapi_py.testing import corpus
+    except Exception as e:
+        print(f"tiny_floor unavailable ({type(e).__name__}: {e})")
+        return
+    for name in names:
+        m, ins = _load_tiny(name)
+        floor = _fc_floor(m.nn_model)
+        if floor is None or len(ins) != 1:
+            continue
+        ours = m.run(ins)[0]
+        got = floor(ins[0])
+        if got.shape != ours.shape or got.tobytes() != ours.tobytes():
+            print(f"tiny_floor {name}: the hand-written layers differ from run()'s bits; not measured")
+            continue
+        it = Interpreter(model_path=corpus.models()[name], num_threads=1,
+                         experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+        it.allocate_tensors()
+        it.set_tensor(it.get_input_details()[0]["index"], ins[0])
+        x = ins[0]
+        fl, lite, run = interleaved_ms([lambda: floor(x), it.invoke, lambda: m.run(ins)], 11, 4)
+        print(f"tiny_floor {name} {fl * 1e3:.3f} {lite * 1e3:.3f} {run * 1e3:.3f}", flush=True)
+
+
+def floor_rows():
+    r = subprocess.run([sys.executable, __file__, "floor-py"], env=dict(os.environ, OPENBLAS_NUM_THREADS="1"),
+                       capture_output=True, text=True)
+    print(r.stdout, end="")
+    if r.returncode and r.stderr:
+        print(r.stderr.strip().splitlines()[-1], file=sys.stderr)
+
+
 def tiny_rows():
     r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "tflite_models.py"), *TINY],
                        env=dict(os.environ, OPENBLAS_NUM_THREADS="1"), capture_output=True, text=True)
@@ -251,6 +331,8 @@ if __name__ == "__main__":
         ops_in_process(TINY, int(sys.argv[2]))
     elif what == "importer-py":
         importer_in_process(sys.argv[2:] or TINY)
+    elif what == "floor-py":
+        floor_in_process(sys.argv[2:] or TINY)
     else:
         if what in ("ops", "all"):
             op_rows()
@@ -260,3 +342,5 @@ if __name__ == "__main__":
             importer_rows()
         if what in ("tiny", "all"):
             tiny_rows()
+        if what in ("floor", "all"):
+            floor_rows()
