@@ -323,6 +323,8 @@ class Plan(GraphRewrites, PlanRunner):
         life = model.life
         temp = {i for i in range(n) if static and life[i] not in (INPUT, OUTPUT, CONST, CONST_REF, NO_VALUE, SUBGRAPH)
                 and i in shapes and infos[i].type in C.DTYPES}     # (folded constants are past n)
+        self.unread = self._unread(temp, infos, shapes) if static and VIEWS else frozenset()
+        temp -= self.unread
         self.views = self._views(temp, infos, shapes) if static and VIEWS else {}
         self.temps = [(i, shapes[i], infos[i].dtype) for i in range(n) if i in temp and i not in self.views]
         self._arenas = []           # free arenas (take_arena)
@@ -360,6 +362,7 @@ class Plan(GraphRewrites, PlanRunner):
         # binding of executions whose every array is a plain view of caller memory
         # (Execution._compute), for the next execution on the same buffers
         self.bindings = {}
+        self.loop_kits = []         # what a WHILE whose body this is keeps for its next loop (ops/control.py)
 
     @staticmethod
     def _prepare(node, ins, infos, shapes, raw=None):
@@ -387,9 +390,32 @@ class Plan(GraphRewrites, PlanRunner):
 
     def static_steps(self):
         """(kernel, input operands, output operands) of every node that runs a kernel, in order
-        (the nodes whose outputs are views run none)."""
-        views = self.views
-        return [(nd.kernel, nd.ins, nd.outs) for nd in self.nodes if not (nd.outs and nd.outs[0] in views)]
+        (the nodes whose outputs are views, or read by no one (_unread), run none)."""
+        views, unread = self.views, self.unread
+        return [(nd.kernel, nd.ins, nd.outs) for nd in self.nodes
+                if not (nd.outs and (nd.outs[0] in views or nd.outs[0] in unread))]
+
+    def _unread(self, temp, infos, shapes):
+        """The outputs of operations that only select a part of their first input or reshape it
+        (Op.view_of, as _views) and whose every output is a temporary no operation reads (nor
+        a model output): such an operation cannot fail once built (its shapes and parameters
+        are the compilation's) and its results are never seen, so it runs no kernel and its
+        outputs take no memory.  (A GRU body converted from TFLite slices its carried output
+        twice and reads neither slice.)"""
+        read, unread, count = set(), set(), 0
+        for node in reversed(self.nodes):
+            if (node.kernel is not None and not node.op.control and not node.fp16 and node.ins and node.outs
+                    and all(o in temp and o not in read for o in node.outs)):
+                ins = [self._info_with(infos[i], shapes.get(i)) for i in node.ins]
+                outs = [infos[o].with_dims(shapes[o]) for o in node.outs]
+                if node.op.view_of(ins, outs) is not None:
+                    unread.update(node.outs)
+                    count += 1
+                    continue
+            read.update(node.ins)
+        if count and profiling.ENABLED:
+            profiling.note(f"{count} operation(s) whose results no operation reads run no kernel")
+        return frozenset(unread)
 
     def _views(self, temp, infos, shapes):
         """{operand: (source operand, index, shape)}: the outputs of operations that only

@@ -107,58 +107,75 @@ class PlanRunner:
         if self.failure is not None:
             self.check_runnable()
         ab = self.take_arena() if arena is None else arena
-        slots, steps = ab[0], ab[1]
-        if self.has_control:                # IF / WHILE steps read the deadline here (control_step)
-            _loop.deadline = deadline
         enter_run()
         try:
             hi, ho = ab[2], ab[3]
             if not (keep and hi is not None and (hi is in_arrays or _same(hi, in_arrays))
                     and (ho is out_arrays or _same(ho, out_arrays))):
-                ab[2] = ab[3] = None
-                for i, a, refs in zip(self.inputs, in_arrays, self.in_refs):
-                    slots[i] = a
-                    for s, side, k in refs:
-                        steps[s][1 + side][k] = a
-                for i, a, refs in zip(self.outputs, out_arrays, self.out_refs):
-                    slots[i] = a
-                    for s, side, k in refs:
-                        steps[s][1 + side][k] = a
-                if keep:
-                    ab[2], ab[3] = in_arrays, out_arrays
-            ia = None
-            try:
-                if deadline is None:        # the usual case: no per-step clock, no step counter
-                    for kern, ia, oa in steps:
-                        if halted[0]:
-                            park()
-                        kern(ia, oa)
-                else:
-                    for kern, ia, oa in steps:
-                        if halted[0]:
-                            park()
-                        if _now() > deadline:
-                            raise NNError(C.MISSED_DEADLINE_TRANSIENT, "the execution timeout expired")
-                        kern(ia, oa)
-            except NNError:
-                raise
-            except Exception as e:
-                # the failing step: the one whose input list (an object of its own) is bound
-                s = next((k for k, st in enumerate(steps) if st[1] is ia), len(self.steps))
-                oo = self.steps[s][2] if s < len(self.steps) else ()
-                raise kernel_failure(self._node_name(oo), oo, e) from None
+                self.bind(ab, in_arrays, out_arrays, keep)
+            self.run_bound(ab, deadline)
         finally:
             leave_run()
             if ab[2] is None:                   # the caller's arrays are not kept
-                for i in self.inputs:
-                    slots[i] = None
-                for i in self.outputs:
-                    slots[i] = None
-                for refs in self.in_refs + self.out_refs:
-                    for s, side, k in refs:
-                        steps[s][1 + side][k] = None
+                self._unbind(ab)
             if arena is None:
                 self._arenas.append(ab)
+
+    def bind(self, ab, in_arrays, out_arrays, keep=True):
+        """Bind the model's input and output arrays into arena ab (its slots and its steps'
+        argument lists); keep: held there (ab[2], ab[3]) until bound again, for run_bound."""
+        slots, steps = ab[0], ab[1]
+        ab[2] = ab[3] = None
+        for i, a, refs in zip(self.inputs, in_arrays, self.in_refs):
+            slots[i] = a
+            for s, side, k in refs:
+                steps[s][1 + side][k] = a
+        for i, a, refs in zip(self.outputs, out_arrays, self.out_refs):
+            slots[i] = a
+            for s, side, k in refs:
+                steps[s][1 + side][k] = a
+        if keep:
+            ab[2], ab[3] = in_arrays, out_arrays
+
+    def _unbind(self, ab):
+        slots, steps = ab[0], ab[1]
+        for i in self.inputs:
+            slots[i] = None
+        for i in self.outputs:
+            slots[i] = None
+        for refs in self.in_refs + self.out_refs:
+            for s, side, k in refs:
+                steps[s][1 + side][k] = None
+
+    def run_bound(self, ab, deadline=None):
+        """Run the steps of arena ab on the arrays bound to it (bind), inside a run (enter_run:
+        run_static's, or the plan's whose WHILE runs this plan as its body or condition, step
+        after step on arenas it binds once).  Between steps: the process's exit (park) and the
+        deadline; a kernel's unexpected exception becomes a result code (kernel_failure)."""
+        steps = ab[1]
+        if self.has_control:                # IF / WHILE steps read the deadline here (control_step)
+            _loop.deadline = deadline
+        ia = None
+        try:
+            if deadline is None:            # the usual case: no per-step clock, no step counter
+                for kern, ia, oa in steps:
+                    if halted[0]:
+                        park()
+                    kern(ia, oa)
+            else:
+                for kern, ia, oa in steps:
+                    if halted[0]:
+                        park()
+                    if _now() > deadline:
+                        raise NNError(C.MISSED_DEADLINE_TRANSIENT, "the execution timeout expired")
+                    kern(ia, oa)
+        except NNError:
+            raise
+        except Exception as e:
+            # the failing step: the one whose input list (an object of its own) is bound
+            s = next((k for k, st in enumerate(steps) if st[1] is ia), len(self.steps))
+            oo = self.steps[s][2] if s < len(self.steps) else ()
+            raise kernel_failure(self._node_name(oo), oo, e) from None
 
     def give_arena(self, ab):
         """An arena taken by take_arena back to the pool."""

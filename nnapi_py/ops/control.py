@@ -259,36 +259,70 @@ def _loop_flat(cond_plan, body_plan, shapes, carried):
 
 
 def _flat_loop(cond_plan, body_plan, vals, m, carried, deadline, end, timeout):
-    """The WHILE loop on static plans (_flat_loop_ok): each step runs the condition into an array
-    of this computation and the body into one of two sets of arrays (a step writes the set its
-    inputs are not in), both plans flat (Plan.run_static) with those arrays kept bound: odd and
-    even steps each on an arena of their own of each plan, so from the third step on every
-    step finds its arrays bound already."""
+    """The WHILE loop on static plans (_flat_loop_ok), on a kit of this node's (_LoopKit): the
+    loop values start as copies in the kit's set 1; a step of parity p runs the condition and
+    then the body on the kit's arenas of that parity, bound once to the set the step before
+    wrote (with the input-only values) and to the set it writes, set p (Plan.run_bound: no
+    binding per step).  Kits are kept with the body's plan (Plan.loop_kits; a node's own) for
+    the next computation, one per computation in progress (threads each take their own)."""
     tail = vals[carried:]
-    c = [np.empty(cond_plan.out_shapes[0], cond_plan.out_dtypes[0])]
-    go = c[0].reshape(-1)
-    sets = [[np.empty(s, dt) for s, dt in zip(body_plan.out_shapes, body_plan.out_dtypes)] for _ in range(2)]
-    feeds = [outs + tail for outs in sets]      # a step's inputs: one list per set, so a bound
-    arenas = [(p, [p.take_arena(), p.take_arena()]) for p in (cond_plan, body_plan)]   # arena
-    (_, ca), (_, ba) = arenas                   # finds the very list it holds
-    step = 0
+    kits = body_plan.loop_kits
     try:
+        kit = kits.pop()
+    except IndexError:
+        kit = None
+    if kit is None or kit.cond is not cond_plan or kit.body is not body_plan:
+        kit = _LoopKit(cond_plan, body_plan)
+    if not _same_objects(kit.tail, tail):
+        kit.bind(tail)
+    try:
+        ca, ba, sets, go = kit.cond_arenas, kit.body_arenas, kit.sets, kit.go
+        for dst, v in zip(sets[1], vals[:carried]):
+            dst[...] = v
+        crun, brun = cond_plan.run_bound, body_plan.run_bound
+        p = 0
         while True:
-            parity = step & 1
-            cond_plan.run_static(vals, c, deadline, True, ca[parity])
+            crun(ca[p], deadline)
             if not go.item(0):
                 break
-            body_plan.run_static(vals, sets[parity], deadline, True, ba[parity])
-            vals = feeds[parity]
-            step += 1
+            brun(ba[p], deadline)
+            p ^= 1
             if time.monotonic_ns() > end:
                 raise NNError(C.MISSED_DEADLINE_TRANSIENT,
                               f"WHILE: the loop ran longer than the loop timeout ({timeout / 1e9:g} s)")
+        return [np.array(v, copy=True) for v in sets[p ^ 1][:m]]
     finally:
-        for p, pair in arenas:
-            for ab in pair:
-                p.give_arena(ab)
-    return [np.array(v, copy=True) for v in vals[:m]]
+        kits.append(kit)
+
+
+class _LoopKit:
+    """What a flat WHILE loop runs on: an arena of the condition's and of the body's plan per
+    parity (taken for good: the kit keeps them), the body's two sets of outputs, the
+    condition's output (go: flat), and the input-only values the arenas are bound to."""
+    __slots__ = ("cond", "body", "cond_arenas", "body_arenas", "sets", "c", "go", "tail")
+
+    def __init__(self, cond_plan, body_plan):
+        self.cond, self.body = cond_plan, body_plan
+        self.c = [np.empty(cond_plan.out_shapes[0], cond_plan.out_dtypes[0])]
+        self.go = self.c[0].reshape(-1)
+        self.sets = [[np.empty(s, dt) for s, dt in zip(body_plan.out_shapes, body_plan.out_dtypes)]
+                     for _ in range(2)]
+        self.cond_arenas = [cond_plan.take_arena(), cond_plan.take_arena()]
+        self.body_arenas = [body_plan.take_arena(), body_plan.take_arena()]
+        self.tail = None
+
+    def bind(self, tail):
+        """Parity p reads the set 1 - p and these input-only values; the condition writes c,
+        the body set p."""
+        self.tail = list(tail)
+        for p in (0, 1):
+            feed = self.sets[1 - p] + self.tail
+            self.cond.bind(self.cond_arenas[p], feed, self.c)
+            self.body.bind(self.body_arenas[p], feed, self.sets[p])
+
+
+def _same_objects(a, b):
+    return a is not None and len(a) == len(b) and all(x is y for x, y in zip(a, b))
 
 
 def node_model(v):

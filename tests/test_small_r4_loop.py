@@ -1,0 +1,237 @@
+"""A WHILE of small tensors (a GRU step, precise_vad's form) runs its condition and body flat on
+arenas bound once per loop (ops/control.py _LoopKit, Plan.run_bound), and operations that only
+select part of a tensor no one reads run no kernel (Plan._unread).  The same bytes as the
+loop run operation by operation; failures, the loop timeout and the deadline as before; each
+thread on a kit of its own."""
+import numpy as np
+import pytest
+
+import nnapi_py as nn
+from nnapi_py import _capi, ffi
+import nnapi_py.plan as plan_mod
+from nnapi_py.ops import control
+import nnhelp
+
+F, I = nn.float32, nn.int32
+
+
+def _plan(c):
+    return _capi._H[int(ffi.cast("uintptr_t", c.handle))].plan
+
+
+def _gru_like(steps, rows=None):
+    """WHILE i < steps: i += 1; h = h * 0.5 + table[i] (GATHER of the counter); acc = h as
+    (1, 1, 4) (EXPAND_DIMS, a one-input CONCATENATION), with two SLICEs of acc no one reads.
+    table: an input-only loop value of `rows` rows (steps by default)."""
+    rows = steps if rows is None else rows
+    cm = nn.Model("cond")
+    ci, _, _, _ = (cm.input("i", I, (1,)), cm.input("h", F, (1, 4)), cm.input("acc", F, (1, 1, 4)),
+                   cm.input("table", F, (rows, 1, 4)))
+    cm.output(cm.op("LESS", ci, np.array([steps], np.int32), outputs=[(nn.bool8, (1,))]), "go")
+    b = nn.Model("body")
+    bi, bh, bacc, bt = (b.input("i", I, (1,)), b.input("h", F, (1, 4)), b.input("acc", F, (1, 1, 4)),
+                        b.input("table", F, (rows, 1, 4)))
+    i1 = b.op("ADD", bi, np.array([1], np.int32), 0, outputs=[(I, (1,))])
+    g = b.op("GATHER", bt, np.int32(0), bi, outputs=[(F, (1, 1, 4))])
+    gr = b.op("RESHAPE", g, np.array([1, 4], np.int32), outputs=[(F, (1, 4))])
+    half = b.op("MUL", bh, np.full((1, 4), 0.5, np.float32), 0, outputs=[(F, (1, 4))])
+    h1 = b.op("ADD", half, gr, 0, outputs=[(F, (1, 4))])
+    b.op("SLICE", bacc, np.array([0, 0, 0], np.int32), np.array([1, 1, 2], np.int32), outputs=[(F, (1, 1, 2))])
+    b.op("SLICE", bacc, np.array([0, 0, 2], np.int32), np.array([1, 1, 2], np.int32), outputs=[(F, (1, 1, 2))])
+    e = b.op("EXPAND_DIMS", h1, np.int32(0), outputs=[(F, (1, 1, 4))])
+    acc1 = b.op("CONCATENATION", e, np.int32(0), outputs=[(F, (1, 1, 4))])
+    b.output(i1, "i1")
+    b.output(h1, "h1")
+    b.output(acc1, "acc1")
+    m = nn.Model()
+    i0, h0, a0, t0 = (m.input("i", I, (1,)), m.input("h", F, (1, 4)), m.input("acc", F, (1, 1, 4)),
+                      m.input("table", F, (rows, 1, 4)))
+    r = m.op("WHILE", cm, b, i0, h0, a0, t0, outputs=[(I, (1,)), (F, (1, 4)), (F, (1, 1, 4))])
+    for k, name in enumerate(("i_out", "h_out", "acc_out")):
+        m.output(r[k], name)
+    return m
+
+
+def _feed(rng, rows, start=0):
+    return {"i": np.array([start], np.int32), "h": rng.standard_normal((1, 4)).astype(np.float32),
+            "acc": rng.standard_normal((1, 1, 4)).astype(np.float32),
+            "table": rng.standard_normal((rows, 1, 4)).astype(np.float32)}
+
+
+def _want(feed, steps):
+    i, h, acc = int(feed["i"][0]), feed["h"], feed["acc"]
+    while i < steps:
+        h = h * np.float32(0.5) + feed["table"][i].reshape(1, 4)
+        acc = h.reshape(1, 1, 4)
+        i += 1
+    return {"i_out": np.array([i], np.int32), "h_out": h, "acc_out": acc}
+
+
+def _same(got, want):
+    assert got.keys() == want.keys()
+    for k in want:
+        assert got[k].dtype == want[k].dtype and got[k].shape == want[k].shape, k
+        assert got[k].tobytes() == want[k].tobytes(), k
+
+
+def _body_plan(c):
+    node = next(n for n in _plan(c).nodes if n.name == "WHILE")
+    return [p for _, p in node.cache.values() if len(p.nodes) > 2][0]
+
+
+def test_loop_same_bytes_as_operation_by_operation(monkeypatch):
+    rng = np.random.default_rng(0)
+    c = _gru_like(9).compile()
+    feeds = [_feed(rng, 9, start) for start in (0, 3, 8, 9, 12)]      # 9, 6, 1, 0 and no steps
+    flat = [c.run(f) for f in feeds]
+    for f, got in zip(feeds, flat):
+        _same(got, _want(f, 9))
+    assert _plan(c).static and _plan(c).has_control
+    body = _body_plan(c)
+    assert len(body.loop_kits) == 1, "one kit, taken and given back by each computation"
+    monkeypatch.setattr(control, "FLAT", False)
+    slow = _gru_like(9).compile()
+    for f, got in zip(feeds, flat):
+        _same(slow.run(f), got)
+
+
+def test_sub_plans_run_bound_not_bound_per_step(monkeypatch):
+    """The condition and the body run on arenas bound when the kit is made (Plan.bind), not
+    per step: a second computation binds nothing."""
+    from nnapi_py.plan import Plan
+    rng = np.random.default_rng(1)
+    c = _gru_like(6).compile()
+    c.run(_feed(rng, 6))
+    binds, runs = [], []
+    real_bind, real_run = Plan.bind, Plan.run_bound
+    monkeypatch.setattr(Plan, "bind", lambda self, *a, **k: (binds.append(self), real_bind(self, *a, **k))[1])
+    monkeypatch.setattr(Plan, "run_bound", lambda self, *a, **k: (runs.append(self), real_run(self, *a, **k))[1])
+    e = c.execution(reusable=True)
+    feed = _feed(rng, 6)
+    outs = {"i_out": np.zeros(1, np.int32), "h_out": np.zeros((1, 4), np.float32),
+            "acc_out": np.zeros((1, 1, 4), np.float32)}
+    e.run(feed, outs)
+    body = _body_plan(c)
+    assert sum(p is body for p in runs) == 6 and sum(p is not body for p in runs) >= 7
+    n_binds = sum(p is body for p in binds)
+    e.run(feed, outs)           # the same input-only array: nothing bound again
+    assert sum(p is body for p in binds) == n_binds
+    _same(outs, _want(feed, 6))
+
+
+def test_input_only_value_rebound_when_it_changes():
+    """The kit's arenas hold the input-only values they were bound to; a computation with other
+    arrays (or the same array with new values) reads the new ones."""
+    rng = np.random.default_rng(2)
+    c = _gru_like(5).compile()
+    for _ in range(3):
+        f = _feed(rng, 5)
+        _same(c.run(f), _want(f, 5))
+    e = c.execution(reusable=True)
+    f = _feed(rng, 5)
+    outs = {"i_out": np.zeros(1, np.int32), "h_out": np.zeros((1, 4), np.float32),
+            "acc_out": np.zeros((1, 1, 4), np.float32)}
+    e.run(f, outs)
+    _same(outs, _want(f, 5))
+    f["table"][...] = rng.standard_normal((5, 1, 4)).astype(np.float32)
+    e.run(f, outs)
+    _same(outs, _want(f, 5))
+
+
+def test_results_are_not_the_kits_arrays():
+    rng = np.random.default_rng(3)
+    c = _gru_like(4).compile()
+    f1, f2 = _feed(rng, 4), _feed(rng, 4)
+    first = c.run(f1)
+    kept = {k: v.copy() for k, v in first.items()}
+    c.run(f2)
+    _same(first, kept)
+
+
+def test_body_failure_same_reason_as_operation_by_operation(monkeypatch):
+    """A GATHER index past the table (the counter runs past its rows) fails the computation
+    with the reason the node-by-node run gives."""
+    rng = np.random.default_rng(4)
+    f = _feed(rng, 3)
+    with pytest.raises(nn.NNAPIError) as flat:
+        _gru_like(6, rows=3).compile().run(f)
+    monkeypatch.setattr(control, "FLAT", False)
+    with pytest.raises(nn.NNAPIError) as slow:
+        _gru_like(6, rows=3).compile().run(f)
+    assert flat.value.code_name == slow.value.code_name == "OP_FAILED"
+    assert flat.value.reason == slow.value.reason
+    assert "GATHER" in flat.value.reason and "out of range" in flat.value.reason
+
+
+def test_loops_from_many_threads():
+    """Each computation in progress takes a kit of its own; kits are kept, at most one per
+    computation that was in progress at once."""
+    c = _gru_like(7).compile()
+    errors = []
+
+    def work(seed):
+        rng = np.random.default_rng(seed)
+        try:
+            for _ in range(30):
+                f = _feed(rng, 7, int(rng.integers(0, 8)))
+                got = c.run(f)
+                want = _want(f, 7)
+                if any(got[k].tobytes() != want[k].tobytes() for k in want):
+                    errors.append(seed)
+        except Exception as e:
+            errors.append(e)
+    nnhelp.in_threads(work, 6)
+    assert not errors
+    assert 1 <= len(_body_plan(c).loop_kits) <= 6
+
+
+def _selections(unread=True):
+    """y = (x + 1) * 2; SLICE, STRIDED_SLICE and a RESHAPE of the SLICE no one reads (of the
+    ADD's result and of the model input)."""
+    m = nn.Model()
+    x = m.input("x", F, (2, 6))
+    a = m.op("ADD", x, np.ones((2, 6), np.float32), 0, outputs=[(F, (2, 6))])
+    s = m.op("SLICE", a, np.array([0, 1], np.int32), np.array([2, 3], np.int32), outputs=[(F, (2, 3))])
+    m.op("RESHAPE", s, np.array([6], np.int32), outputs=[(F, (6,))])
+    m.op("STRIDED_SLICE", x, np.array([0, 0], np.int32), np.array([2, 6], np.int32), np.array([1, 2], np.int32),
+         0, 0, 0, outputs=[(F, (2, 3))])
+    m.output(m.op("MUL", a, np.full((2, 6), 2, np.float32), 0, outputs=[(F, (2, 6))]), "y")
+    return m
+
+
+def test_unread_selections_run_no_kernel(monkeypatch):
+    x = np.random.default_rng(5).standard_normal((2, 6)).astype(np.float32)
+    c = _selections().compile()
+    p = _plan(c)
+    assert len(p.unread) == 3 and len(p.steps) == 2
+    assert not set(p.unread) & {i for i, _, _ in p.temps}, "an unread result takes no memory"
+    want = ((x + np.float32(1)) * np.float32(2)).astype(np.float32)
+    assert c.run({"x": x})["y"].tobytes() == want.tobytes()
+    monkeypatch.setattr(plan_mod, "VIEWS", False)
+    c2 = _selections().compile()
+    assert not _plan(c2).unread and len(_plan(c2).steps) == 5
+    assert c2.run({"x": x})["y"].tobytes() == want.tobytes()
+
+
+def test_unread_result_of_an_operation_that_can_fail_still_runs():
+    """A GATHER no one reads still runs: its index can be out of range, found at execution."""
+    m = nn.Model()
+    x = m.input("x", F, (3, 2))
+    k = m.input("k", I, (1,))
+    m.op("GATHER", x, np.int32(0), k, outputs=[(F, (1, 2))])
+    m.output(m.op("RELU", x, outputs=[(F, (3, 2))]), "y")
+    c = m.compile()
+    assert not _plan(c).unread
+    c.run({"x": np.ones((3, 2), np.float32), "k": np.array([2], np.int32)})
+    with pytest.raises(nn.NNAPIError) as e:
+        c.run({"x": np.ones((3, 2), np.float32), "k": np.array([3], np.int32)})
+    assert e.value.code_name == "OP_FAILED" and "out of range" in e.value.reason
+
+
+def test_profile_says_what_runs_no_kernel(monkeypatch):
+    from nnapi_py import profiling
+    monkeypatch.setattr(profiling, "ENABLED", True)
+    notes = []
+    monkeypatch.setattr(profiling, "note", notes.append)
+    _selections().compile()
+    assert "3 operation(s) whose results no operation reads run no kernel" in notes
