@@ -36,7 +36,6 @@ def _small_direct_conv(res, pk, bias, dims, pads, geom, o):
         idx = _patch_index(dims, pads, geom, hwc, hwc + 1)          # [npix, kdim + 1] in one image
         idx = np.ascontiguousarray((idx[None] + (np.arange(n) * (hwc + 2))[:, None, None])
                                    .reshape(n * npix, kdim + 1))
-    flip = np.full(o, -128, np.int8)
 
     def new():
         cols = Q.aligned_empty((n * npix, kdim + 1), np.float64)
@@ -54,7 +53,7 @@ def _small_direct_conv(res, pk, bias, dims, pads, geom, o):
 
     # (two blocks stay side by side: a block-major product, [2, rows, O] by two np.dot or one
     # matmul, costs about what it saves in the blocks' byte sum)
-    return _direct_run(new, None if plain else idx, None, wd, combine, (low, high), (low, high), flip, n * npix, o)
+    return _direct_run(new, None if plain else idx, None, wd, combine, (low, high), (low, high), n * npix, o)
 
 
 def _small_quant_conv(res, pk, bias, dims, pads, geom, o):
@@ -149,7 +148,6 @@ def _small_quant_dw(res, taps, bias, dims, pads, geom, m):
                                .reshape(n * npix, t + 1, o), np.intp)
     low, high = low.reshape(nb, o), high.reshape(nb, o)
     signed = qs.out.dtype == np.int8
-    flip = np.full(o, -128, np.int8)
     rows = n * npix
     if rows >= DW_MATMUL_ROWS:
         # channel-major: each channel's [rows, T + 1] columns by its [T + 1, blocks] weights, one
@@ -169,9 +167,9 @@ def _small_quant_dw(res, taps, bias, dims, pads, geom, m):
             v = b.view(np.int8) if signed else b
             zb = z.transpose(2, 1, 0)                       # the product in the bytes' layout
             return [xa.reshape(-1), xa[:, :hwc].reshape(n, h, w, c), cols, z, b, v[0], v[-1], None, None,
-                    zb[0] if combine == "store" else zb]
+                    zb if combine == "add" else zb[0]]
 
-        return _direct_run(new, idx, "matmul", w_, combine, bounds, bounds, flip, rows, o)
+        return _direct_run(new, idx, "matmul", w_, combine, bounds, bounds, rows, o)
     # two blocks: block-major [2, rows, O], so that their bytes are summed as two contiguous runs
     # (side by side, the strided halves took 3 times as long; the einsum writes either order)
     sub = "ptc,tkc->kpc" if nb > 1 else "ptc,tc->pc"
@@ -188,10 +186,10 @@ def _small_quant_dw(res, taps, bias, dims, pads, geom, m):
                 None, None, z]
 
     blocks = (low.reshape(nb, 1, o), high.reshape(nb, 1, o)) if nb > 1 else (low[0], high[0])
-    return _direct_run(new, idx, sub, w_, combine, (low[0], high[0]), blocks, flip, rows, o)
+    return _direct_run(new, idx, sub, w_, combine, (low[0], high[0]), blocks, rows, o)
 
 
-def _direct_run(new, idx, sub, w, combine, store, blocks, flip, rows, o):
+def _direct_run(new, idx, sub, w, combine, store, blocks, rows, o):
     """run(x, out) of the small direct kernels (CONV_2D's and DEPTHWISE_CONV_2D's), or None where
     the input's view would not be written in place.  Each run takes a frame of kept work arrays
     from a pool (new() makes one: [the flat input row, its image view, the columns, the product,
@@ -202,12 +200,20 @@ def _direct_run(new, idx, sub, w, combine, store, blocks, flip, rows, o):
     clamps it in place (store / blocks: the bounds, broadcast to the product) and casts it into
     the output's rows ("store") or into the blocks' bytes followed by the int8 top-bit flip or
     the two blocks' wrapping byte sum."""
+    if combine == "flip":       # the clamp, store and flip by one take (quant.flip_table)
+        tab = Q.flip_table(*blocks)
+        make = new
+
+        def new():
+            f = make()
+            f[4] = np.empty((rows, o), np.intp)     # the truncated product: the table's indices
+            return f
     first = new()
     if not np.shares_memory(first[1], first[0]):
         return None
     pool = [first]
     pop, push = pool.pop, pool.append
-    clip, copyto, dot, ein, add, xor = Q._CLIP_UFUNC, np.copyto, np.dot, Q.c_einsum, np.add, np.bitwise_xor
+    clip, copyto, dot, ein, add = Q._CLIP_UFUNC, np.copyto, np.dot, Q.c_einsum, np.add
     matmul = np.matmul
     # the clamp's bounds and the flip as operands of the whole block, so that each ufunc runs
     # one loop over it: a 0-d array where uniform (every block but the two-term form's), else
@@ -215,9 +221,10 @@ def _direct_run(new, idx, sub, w, combine, store, blocks, flip, rows, o):
     # layer's clamp ran 64 inner loops of 4 values (helia_tiny_cnn's 3x3 CONV_2D)
     if combine == "store":
         slo, shi = (_whole(b, first[3].shape) for b in store)
+    elif combine == "flip":
+        take = tab.take
     else:
         blo, bhi = (_whole(b, first[3].shape) for b in blocks)
-        flip = _whole(flip, (rows, o))
 
     def run(x, out):
         try:
@@ -246,13 +253,13 @@ def _direct_run(new, idx, sub, w, combine, store, blocks, flip, rows, o):
         if combine == "store":
             clip(f[3], slo, shi, out=f[3])
             copyto(r, f[9], casting="unsafe")
-        else:
+        elif combine == "flip":     # truncated to the table's indices, its take (mode clip)
+            copyto(f[4], f[9], casting="unsafe")
+            take(f[4], None, r, "clip")
+        else:                       # the two blocks' bytes: their wrapping sum
             clip(f[3], blo, bhi, out=f[3])
             copyto(f[4], f[9], casting="unsafe")
-            if combine == "flip":
-                xor(f[5], flip, out=r)
-            else:                   # the two blocks' bytes: their wrapping sum
-                add(f[5], f[6], out=r)
+            add(f[5], f[6], out=r)
         if not out.flags.c_contiguous:
             out[...] = r.reshape(out.shape)
         push(f)

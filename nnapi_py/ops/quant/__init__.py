@@ -33,7 +33,8 @@ from .fixedpoint import (INT32_MAX, INT32_MIN, Requant, dequantize, multiply_by_
 from .exact import centered_max, exact_dtype, exact_splits, scale_product  # noqa: F401
 from .stage_steps import _SMALL_VALUES, SMALL_VALUES  # noqa: F401
 from .stage import OutputStage  # noqa: F401
-from .products import DIRECT_TWO_MAX, DirectProduct, TableProduct, _exact_affine, c_einsum, direct_columns  # noqa: F401
+from .products import (DIRECT_TWO_MAX, DirectProduct, TableProduct, _exact_affine, c_einsum, direct_columns,  # noqa: F401
+                       flip_table)
 from .tables import (PAIR_AFFINE_MIN, PAIR_LOOKUP_MIN, ByteLookup, PairAffine, affine_requant_table,  # noqa: F401
                      as_bytes, byte_codes, dequant_table, requant_table, small_lookup, take,
                      unary_table)

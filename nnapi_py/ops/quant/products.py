@@ -240,6 +240,19 @@ def direct_columns(taps, zx, stage, out_dtype):
     return w, np.concatenate(low), np.concatenate(high), combine
 
 
+def flip_table(low, high):
+    """The int8 output of direct_columns' "flip" form by its byte index: entry i (0 <= i < 256)
+    is clamp(i, low, high) - 128 (low, high: the form's uniform bounds, the clamp range plus
+    128).  Its take with mode "clip" of the product truncated to an integer (the cast) is the
+    clamp, the store and the top-bit flip in one call: v >= low truncates to floor(v); any v
+    below low (-1 < v < 0 included, truncated to 0) takes entry 0, clamp(0, low, high) =
+    low, and any v beyond 255 entry 255 = high.  2 numpy calls instead of 3."""
+    lo, hi = float(np.min(low)), float(np.max(high))
+    if float(np.max(low)) != lo or float(np.min(high)) != hi or not 0 <= lo <= hi <= 255:
+        raise ValueError("flip_table: the bounds are not uniform byte values")
+    return (np.clip(np.arange(256), int(lo), int(hi)) - 128).astype(np.int8)
+
+
 DIRECT_TWO_MAX = 1 << 17       # DirectProduct: most float64 weights of its two-term form (1 MB)
 
 
@@ -267,10 +280,11 @@ class DirectProduct:
         nb, c = w.shape[1], w.shape[2]
         self.depthwise, self.k, self.c, self.blocks, self.combine = depthwise, k, c, nb, combine
         if not depthwise:
-            w = w.reshape(k + 1, nb * c)
-        elif nb == 1:
-            w = w.reshape(k + 1, c)
-        self.w = aligned(w)                 # (a cache line: gemv twice as fast)
+            w = aligned(w.reshape(k + 1, nb * c))       # (a cache line: gemv twice as fast)
+        else:
+            # the taps' terms (t q, the same in every block) and each block's constant row
+            w = (aligned(w[:-1, 0]), np.ascontiguousarray(w[-1]))
+        self.w = w
         self.low, self.high = low, high
         self.run = self._make_run()
 
@@ -298,23 +312,42 @@ class DirectProduct:
 
     def _make_run(self):
         k, c, nb, depthwise, combine = self.k, self.c, self.blocks, self.depthwise, self.combine
-        w, low, high = self.w, self.low, self.high
+        low, high = self.low, self.high
         pool = []
         pop, push = pool.pop, pool.append
-        copyto, dot, clip, add, xor = np.copyto, np.dot, _CLIP_UFUNC, np.add, np.bitwise_xor
-        sub = "tc,tc->c" if nb == 1 else "tc,tkc->kc"
-        flip = np.full(c, -128, np.int8)
+        copyto, dot, mul, clip, add = np.copyto, np.dot, np.multiply, _CLIP_UFUNC, np.add
         mode = {"store": 0, "flip": 1, "add": 2 if self.signed else 3}[combine]
+        if mode == 1:
+            tab = flip_table(low, high)
+            take = tab.take
+        if depthwise:
+            # the products x[t, c] * (taps q)[t, c] in place over the cast input, then every
+            # block's sum over t plus its constant by one np.dot with a [blocks, T + blocks]
+            # matrix of ones and zeros (for one block a vector: gemv): the same exact terms as
+            # direct_columns' weights (their sum exact in any order), where an einsum over
+            # [T + 1, blocks, C] cost about twice as much (its ~3 us call floor)
+            tq, consts = self.w
+            sel = np.zeros((nb, k + nb), np.float64)
+            sel[:, :k] = 1
+            sel[np.arange(nb), k + np.arange(nb)] = 1
+            w = sel[0] if nb == 1 else sel
+        else:
+            w = self.w
 
         def new(shape):
-            xa = aligned_empty((k + 1, c) if depthwise else (k + 1,), np.float64)
-            xa[...] = 1
-            z = aligned_empty((nb, c) if depthwise and nb > 1 else nb * c, np.float64)
-            b = np.empty(nb * c, np.uint8)
-            # [input shape, row, its view in that shape, product, flat product, bytes,
-            #  the two halves as int8 and as uint8, last output, its flat view]
-            return [shape, xa, xa[:k].reshape(shape), z, z.reshape(-1), b, b[:c].view(np.int8),
-                    b[c:].view(np.int8), b[:c], b[c:], None, None]
+            if depthwise:
+                xa = aligned_empty((k + nb, c), np.float64)
+                xa[k:] = consts
+            else:
+                xa = aligned_empty(k + 1, np.float64)
+                xa[k] = 1
+            z = aligned_empty(nb * c, np.float64)
+            b = np.empty(nb * c, np.intp if mode == 1 else np.uint8)
+            # [input shape, row, its view in that shape, product, flat product, bytes (the
+            #  flip's table indices), the two halves as int8 and as uint8, last output, its flat
+            #  view, the taps' rows]
+            return [shape, xa, xa[:k].reshape(shape), z.reshape(nb, c) if depthwise and nb > 1 else z, z, b,
+                    b[:c].view(np.int8), b[c:].view(np.int8), b[:c], b[c:], None, None, xa[:k]]
 
         def run(x, out):
             try:
@@ -325,7 +358,8 @@ class DirectProduct:
                 f[0], f[2] = x.shape, f[1][:k].reshape(x.shape)
             copyto(f[2], x)
             if depthwise:
-                c_einsum(sub, f[1], w, out=f[3])
+                mul(f[12], tq, out=f[12])
+                dot(w, f[1], out=f[3])
             else:
                 dot(f[1], w, out=f[3])
             if out is f[10]:
@@ -337,14 +371,16 @@ class DirectProduct:
             else:
                 o = None
             r = o if o is not None else np.empty(c, out.dtype)
-            clip(f[4], low, high, out=f[4])
-            if mode == 0:                   # uint8, one term: the clamp stored into the output
+            if mode == 1:                   # int8, one term: v + 128 truncated, its clamp's table
+                copyto(f[5], f[4], casting="unsafe")
+                take(f[5], None, r, "clip")
+            elif mode == 0:                 # uint8, one term: the clamp stored into the output
+                clip(f[4], low, high, out=f[4])
                 copyto(r, f[4], casting="unsafe")
             else:
+                clip(f[4], low, high, out=f[4])
                 copyto(f[5], f[4], casting="unsafe")
-                if mode == 1:               # int8, one term: (v + 128) with its top bit flipped
-                    xor(f[6], flip, out=r)
-                elif mode == 2:             # int8, two terms: their wrapping byte sum
+                if mode == 2:               # int8, two terms: their wrapping byte sum
                     add(f[6], f[7], out=r)
                 else:                       # uint8, two terms
                     add(f[8], f[9], out=r)

@@ -1,0 +1,105 @@
+"""Issue 41's fourth round on the quantized small kernels: the one-pixel depthwise product by
+one multiply and one np.dot, the int8 one-term epilogue by one table take (quant.flip_table),
+each against the general kernels' bytes (common.SMALL 0, no DirectProduct / TableProduct) on
+the wake-word models' shapes, random and extreme inputs, and the epilogue against the clamp,
+byte store and top-bit flip it replaces over the values at its edges."""
+import numpy as np
+import pytest
+
+import nnapi_py as nn
+from nnapi_py.ops import quant as Q
+from test_small_path import _filter_and_bias, _layer_vs_general, _out_type, _qtype, _qvalues
+
+
+def _edge_values(rng):
+    """Products around every byte boundary, below and beyond the byte range, -0.0 and far ones."""
+    base = np.arange(-3, 260, dtype=np.float64)
+    near = np.concatenate([base, base + 0.5, base - 1e-9, base + 1e-9, base + 0.999999])
+    far = np.array([-1e15, -2.0 ** 52, -300.5, -1.0, -0.75, -0.0, 0.0, 255.5, 256.0, 1e6, 2.0 ** 52, 1e15])
+    return np.concatenate([near, far, rng.uniform(-400, 700, 2000)])
+
+
+@pytest.mark.parametrize("bounds", [(0, 255), (128, 255), (0, 127), (10, 200), (127, 127), (0, 0), (255, 255)])
+def test_flip_table_is_clamp_store_flip(bounds):
+    """flip_table's take (mode clip) of the truncated product gives the bytes of the clamp, the
+    byte store and the top-bit flip it replaces, for every boundary and beyond the byte range."""
+    lo, hi = bounds
+    rng = np.random.default_rng(lo * 7 + hi)
+    z = _edge_values(rng)
+    ref = np.empty(z.size, np.uint8)
+    np.copyto(ref, np.clip(z, float(lo), float(hi)), casting="unsafe")
+    ref = np.bitwise_xor(ref.view(np.int8), np.int8(-128))
+    idx = np.empty(z.size, np.intp)
+    np.copyto(idx, z, casting="unsafe")
+    got = Q.flip_table(np.full(3, float(lo)), np.full(3, float(hi))).take(idx, None, None, "clip")
+    assert got.dtype == np.int8
+    np.testing.assert_array_equal(got, ref)
+
+
+def test_flip_table_refuses_uneven_bounds():
+    with pytest.raises(ValueError):
+        Q.flip_table(np.array([0.0, 1.0]), np.array([255.0, 255.0]))
+    with pytest.raises(ValueError):
+        Q.flip_table(np.array([-1.0]), np.array([255.0]))
+
+
+WAKE_DW = [(5, 32), (9, 64), (13, 64), (21, 64), (5, 30), (9, 60), (13, 60), (21, 60), (1, 1), (2, 3), (40, 7)]
+
+
+@pytest.mark.parametrize("taps,c", WAKE_DW)
+@pytest.mark.parametrize("fuse", [0, 1])
+@pytest.mark.parametrize("signed", [True, False])
+def test_depthwise_one_pixel_wake_word_shapes(taps, c, fuse, signed, monkeypatch):
+    """The wake words' streaming depthwise layers (1xTx1xC -> 1x1x1xC; no activation: the
+    two-term form, ReLU: one term) by DirectProduct's multiply and one dot: the general
+    kernel's bytes, random, all-lowest and all-highest inputs, per-tensor and per-channel."""
+    rng = np.random.default_rng(1000 + taps * 100 + c + 7 * fuse + signed)
+    t = _qtype(rng, signed)
+    per_channel = signed and c % 2 == 0
+    wt, wv, bt, bias = _filter_and_bias(rng, t, signed, per_channel, (1, taps, 1, c), c)
+    ot = _out_type(rng, signed)
+    shape = (1, taps, 1, c)
+    lo, hi = (-128, 127) if signed else (0, 255)
+    dt = np.int8 if signed else np.uint8
+    xs = [_qvalues(rng, shape, signed), np.full(shape, lo, dt), np.full(shape, hi, dt),
+          rng.choice(np.array([lo, hi], dt), shape)]
+    _layer_vs_general("DEPTHWISE_CONV_2D", t, shape, (wv, wt), (bias, bt), (0, 0, 0, 0, 1, 1, 1, fuse),
+                      (ot, (1, 1, 1, c)), xs, monkeypatch)
+
+
+WAKE_CONV = [((1, 1, 32), 64), ((1, 1, 64), 64), ((5, 1, 40), 32), ((1, 1, 60), 60), ((1, 1, 3), 1)]
+
+
+@pytest.mark.parametrize("inp,o", WAKE_CONV)
+@pytest.mark.parametrize("fuse", [1, 3, 0])
+@pytest.mark.parametrize("signed", [True, False])
+def test_conv_one_pixel_wake_word_shapes(inp, o, fuse, signed, monkeypatch):
+    """The wake words' pointwise and first layers (one output pixel; ReLU: the int8 one-term
+    form by flip_table's take): the general kernel's bytes, random and extreme inputs."""
+    kh, kw, c = inp
+    rng = np.random.default_rng(2000 + kh * 1000 + c * 10 + o + fuse + 50 * signed)
+    t = _qtype(rng, signed)
+    wt, wv, bt, bias = _filter_and_bias(rng, t, signed, signed, (o, kh, kw, c), o)
+    ot = _out_type(rng, signed)
+    shape = (1, kh, kw, c)
+    lo, hi = (-128, 127) if signed else (0, 255)
+    dt = np.int8 if signed else np.uint8
+    xs = [_qvalues(rng, shape, signed), np.full(shape, lo, dt), np.full(shape, hi, dt)]
+    _layer_vs_general("CONV_2D", t, shape, (wv, wt), (bias, bt), (2, 1, 1, fuse), (ot, (1, 1, 1, o)),
+                      xs, monkeypatch)
+
+
+@pytest.mark.parametrize("hwco", [(8, 8, 1, 4, 3), (4, 4, 4, 3, 1), (5, 3, 2, 6, 3), (2, 2, 1, 2, 1)])
+@pytest.mark.parametrize("fuse", [1, 3])
+def test_small_image_conv_flip_table(hwco, fuse, monkeypatch):
+    """helia_tiny_cnn's small int8 CONV_2D layers with a ReLU (the one-term form of
+    convsmall._direct_run by flip_table's take): the general kernel's bytes."""
+    h, w, c, o, k = hwco
+    rng = np.random.default_rng(3000 + h * 100 + c * 10 + o + k + fuse)
+    t = _qtype(rng, True)
+    wt, wv, bt, bias = _filter_and_bias(rng, t, True, True, (o, k, k, c), o)
+    ot = _out_type(rng, True)
+    shape = (1, h, w, c)
+    xs = [_qvalues(rng, shape, True), np.full(shape, -128, np.int8), np.full(shape, 127, np.int8)]
+    _layer_vs_general("CONV_2D", t, shape, (wv, wt), (bias, bt), (1, 1, 1, fuse), (ot, (1, h, w, o)),
+                      xs, monkeypatch)
