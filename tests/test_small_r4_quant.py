@@ -103,3 +103,68 @@ def test_small_image_conv_flip_table(hwco, fuse, monkeypatch):
     xs = [_qvalues(rng, shape, True), np.full(shape, -128, np.int8), np.full(shape, 127, np.int8)]
     _layer_vs_general("CONV_2D", t, shape, (wv, wt), (bias, bt), (1, 1, 1, fuse), (ot, (1, h, w, o)),
                       xs, monkeypatch)
+
+
+# ---- CONCATENATION of a streaming state (shape._lean_concatenation) ----------------------------
+def _concat_kernel(shapes, axis, dtype):
+    from types import SimpleNamespace
+    from nnapi_py.ops.shape import _lean_concatenation
+    tensors = [SimpleNamespace(dims=s, dtype=np.dtype(dtype)) for s in shapes]
+
+    def general(i, o):
+        np.concatenate(i[:-1], axis=axis, out=o[0])
+    return _lean_concatenation(tensors, axis, general)
+
+
+@pytest.mark.parametrize("shapes", [[(1, 20, 1, 64), (1, 1, 1, 64)], [(1, 2, 1, 40), (1, 3, 1, 40)],
+                                    [(1, 4, 1, 3), (1, 1, 1, 3), (1, 2, 1, 3)]])
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.float32])
+def test_concatenation_of_alternating_state(shapes, dtype):
+    """A streaming model's ring buffer: the state input alternates between two arrays (the
+    importer's state pair), the new frame is a temporary, the output the same array; the
+    contents change between calls.  Every call gives np.concatenate's bytes, whether the kept
+    memoryviews (the two sets learnt) or the general kernel run it; a new state array or a new
+    output is seen at once."""
+    rng = np.random.default_rng(len(shapes) * 10 + np.dtype(dtype).itemsize)
+    k = _concat_kernel(shapes, 1, dtype)
+    out_shape = (1, sum(s[1] for s in shapes)) + shapes[0][2:]
+    states = [np.zeros(shapes[0], dtype) for _ in range(2)]
+    others = [np.zeros(s, dtype) for s in shapes[1:]]
+    z = np.zeros(out_shape, dtype)
+    for call in range(40):
+        x0 = states[call % 2]
+        if call == 25:
+            x0 = np.zeros(shapes[0], dtype)         # a new state array
+        if call == 30:
+            z = np.zeros(out_shape, dtype)           # a new output
+        x0[...] = rng.integers(-100, 100, x0.shape)
+        for y in others:
+            y[...] = rng.integers(-100, 100, y.shape)
+        k([x0, *others, np.int32(1)], [z])
+        np.testing.assert_array_equal(z, np.concatenate([x0, *others], axis=1))
+
+
+def test_concatenation_read_only_and_new_arrays():
+    """Read-only inputs are read through the kept views; a read-only output and arrays new each
+    call take the general kernel (np.concatenate raises for the read-only output, as before)."""
+    k = _concat_kernel([(1, 2, 1, 4), (1, 1, 1, 4)], 1, np.int8)
+    a = [np.arange(8, dtype=np.int8).reshape(1, 2, 1, 4), np.arange(8, 16, dtype=np.int8).reshape(1, 2, 1, 4)]
+    for x in a:
+        x.flags.writeable = False
+    b = np.full((1, 1, 1, 4), 7, np.int8)
+    z = np.zeros((1, 3, 1, 4), np.int8)
+    for call in range(10):
+        k([a[call % 2], b, np.int32(1)], [z])
+        np.testing.assert_array_equal(z, np.concatenate([a[call % 2], b], axis=1))
+    for call in range(12):
+        x = np.full((1, 2, 1, 4), call, np.int8)
+        y = np.full((1, 1, 1, 4), -call, np.int8)
+        w = np.zeros((1, 3, 1, 4), np.int8)
+        k([x, y, np.int32(1)], [w])
+        np.testing.assert_array_equal(w, np.concatenate([x, y], axis=1))
+    k2 = _concat_kernel([(1, 2, 1, 4), (1, 1, 1, 4)], 1, np.int8)
+    zr = np.zeros((1, 3, 1, 4), np.int8)
+    zr.flags.writeable = False
+    for call in range(4):
+        with pytest.raises(ValueError):
+            k2([a[0], b, np.int32(1)], [zr])

@@ -18,7 +18,6 @@ from .. import constants as C
 from .base import Op, register, tname
 from .quant import ByteLookup, affine_requant_table
 from .common import tensor_of, require_scalar, int_tensor, scalar_int, int_values, known_len, fail_value  # noqa: F401
-from .base import PoolBuffer
 from .common import n_elements, small
 
 from .common import F16, F32, I32, Q8, Q8S, QUANT8, INT32, LEVELS_FL1, LEVELS_FL2, LEVELS_FL3_INT, LEVELS_FL3  # noqa: E402,F401
@@ -362,11 +361,14 @@ class Concatenation(Op):
 
 def _lean_concatenation(tensors, a, general):
     """CONCATENATION of small tensors.  One non-empty input: a copy.  Where each input is one
-    run of the output's bytes (the dimensions before the axis are 1) and the inputs and the
-    output are plan temporaries seen twice in a row (their id()s), their memoryviews are kept
-    and a run is one memoryview slice assignment per input (about 0.15 us each, against
-    np.concatenate's 1.3-1.6); any other call is the general kernel plus a few type tests (a
-    model's input among them, arrays new each call)."""
+    run of the output's bytes (the dimensions before the axis are 1) and a call's output and
+    inputs are the very arrays of one of the two calls before it (their id()s: a plan's
+    temporaries, or a streaming model's state input, which alternates between two arrays), the
+    memoryviews of that set are kept (the two sets learnt last) and a run is one memoryview
+    slice assignment per input (about 0.15 us each, against np.concatenate's 1.3-1.6); any
+    other call is the general kernel plus a few tests (at most 8 misses learn; arrays new each
+    call stop there).  A kept set holds its arrays, so an identity test is with live arrays:
+    their memory is that of the call."""
     nonempty = [k for k, x in enumerate(tensors) if x.dims[a]]
     if len(nonempty) == 1:
         k0 = nonempty[0]
@@ -383,52 +385,61 @@ def _lean_concatenation(tensors, a, general):
         start += n
     ks = tuple(k for k, _, _ in runs)
     concatenate = np.concatenate
-    # (output, inputs..., ((output bytes, input bytes)...)) kept; the id()s of the last learn;
-    # the learns left (a model's input among the inputs, or arrays new each call, stop them)
-    state = [(None,), None, 8]
+    # the two kept sets (output, inputs..., ((output bytes, input bytes)...)), the id()s of the
+    # last two calls missed, the learns left
+    state = [(None,), (None,), None, None, 8]
 
     def learn(i, z):
-        """After a general run: the memoryviews of plan temporaries seen twice in a row."""
+        """After a general run: the memoryviews of a set of arrays seen in one of the two calls
+        before."""
         xs = [i[k] for k in ks]
-        if type(z.base) is not PoolBuffer or any(type(x.base) is not PoolBuffer for x in xs):
-            state[2] = 0                # a model's input or output: the general kernel from now on
-            return
         ids = (id(z),) + tuple(id(x) for x in xs)
-        if state[1] != ids:
-            state[1] = ids
-            state[2] -= 1
+        if ids != state[2] and ids != state[3]:
+            state[2], state[3] = ids, state[2]
+            state[4] -= 1
+            return
+        if not z.flags.writeable:
+            state[4] = 0
             return
         try:
             out = z.data.cast("B")
             pairs = tuple((out[lo:hi], x.data.cast("B")) for x, (_, lo, hi) in zip(xs, runs))
-        except TypeError:               # not C-contiguous
-            state[2] = 0
+        except (TypeError, ValueError):     # not C-contiguous
+            state[4] = 0
             return
-        state[0] = (z, *xs, pairs)
+        state[0], state[1] = (z, *xs, pairs), state[0]
 
     if len(ks) == 2:
         k0, k1 = ks
 
         def kernel(i, o):
-            z, c = o[0], state[0]
-            if c[0] is z and c[1] is i[k0] and c[2] is i[k1]:
+            z, x0, x1 = o[0], i[k0], i[k1]
+            c = state[0]
+            if c[0] is z and c[1] is x0 and c[2] is x1:
+                (d0, s0), (d1, s1) = c[3]
+                d0[:] = s0
+                d1[:] = s1
+                return
+            c = state[1]
+            if c[0] is z and c[1] is x0 and c[2] is x1:
                 (d0, s0), (d1, s1) = c[3]
                 d0[:] = s0
                 d1[:] = s1
                 return
             concatenate(i[:-1], axis=a, out=z)      # the general kernel (not called: 0.3 us)
-            if state[2]:
+            if state[4]:
                 learn(i, z)
         return kernel
 
     def kernel(i, o):
-        z, c = o[0], state[0]
-        if c[0] is z and all(c[j + 1] is i[k] for j, k in enumerate(ks)):
-            for d, s in c[-1]:
-                d[:] = s
-            return
+        z = o[0]
+        for c in state[:2]:
+            if c[0] is z and all(c[j + 1] is i[k] for j, k in enumerate(ks)):
+                for d, s in c[-1]:
+                    d[:] = s
+                return
         general(i, o)
-        if state[2]:
+        if state[4]:
             learn(i, z)
     return kernel
 
