@@ -1,0 +1,149 @@
+"""Issue 41, fourth round: the lean float32 CONV_2D and DEPTHWISE_CONV_2D kernels (conv.py's
+_lean_float_conv, depthwise_conv.py's _lean_float_dw: the general kernel's products without its
+per-run setup) give the bytes of the general kernels, which the same model gets compiled with
+common.SMALL = 0.  Random geometries (1x1 layers with O >= 2 C, whose bias is in the GEMM, and
+O < 2 C, whose bias rows follow it; strided 1x1; k x k filters with explicit and implicit
+padding, strides, dilation), every fused activation, constant biases random and zero (the
+plan's bias folding leaves zero biases, which the general kernel skips), inputs with NaN, inf
+and -0.0; several runs of one compilation, with the input arrays and the output arrays the
+kernel keeps views of changing between runs."""
+import numpy as np
+import pytest
+
+import nnapi_py as nn
+from nnapi_py.ops import common, conv, depthwise_conv
+
+SPECIALS = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, 1e-30, -1e30, 3.0], np.float32)
+
+
+def _compiled(build):
+    cs = []
+    for small in (common.SMALL, 0):
+        saved = common.SMALL
+        common.SMALL = small
+        try:
+            cs.append(build().compile())
+        finally:
+            common.SMALL = saved
+    return cs
+
+
+def _floats(rng, shape, specials=True):
+    x = (rng.standard_normal(shape) * 2).astype(np.float32)
+    if specials:
+        flat = x.reshape(-1)
+        k = min(flat.size, int(rng.integers(0, 4)))
+        flat[rng.choice(flat.size, k, replace=False)] = rng.choice(SPECIALS, k)
+    return x
+
+
+def _same_runs(lean, general, feeds):
+    el, eg = lean.execution(reusable=True), general.execution(reusable=True)
+    for f in feeds:
+        for a, b in ((lean.run(f), general.run(f)), (el.run(f), eg.run(f))):
+            for k in a:
+                x, y = np.asarray(a[k]), np.asarray(b[k])
+                assert x.dtype == y.dtype and x.shape == y.shape, k
+                assert x.tobytes() == y.tobytes(), f"{k}: lean {x.ravel()[:6]} general {y.ravel()[:6]}"
+
+
+def _bias(rng, o, seed):
+    if seed % 4 == 1:
+        return np.zeros(o, np.float32)
+    return _floats(rng, (o,), specials=False)
+
+
+def _counted(monkeypatch, module, name):
+    made = []
+    fn = getattr(module, name)
+
+    def wrapped(*a):
+        r = fn(*a)
+        made.append(r is not None)
+        return r
+    monkeypatch.setattr(module, name, wrapped)
+    return made
+
+
+@pytest.mark.parametrize("seed", range(48))
+def test_lean_conv_same_bytes(seed, monkeypatch):
+    made = _counted(monkeypatch, conv, "_lean_float_conv")
+    rng = np.random.default_rng(4100 + seed)
+    kind = seed % 4                 # 0: 1x1 O >= 2C, 1: 1x1 O < 2C, 2: strided 1x1, 3: k x k
+    h, w = int(rng.integers(1, 9)), int(rng.integers(1, 9))
+    c = int(rng.integers(1, 24))
+    o = int(rng.integers(2 * c, 2 * c + 20)) if kind == 0 else int(rng.integers(1, max(2, 2 * c)))
+    kh, kw = (1, 1) if kind < 3 else (int(rng.integers(1, 4)), int(rng.integers(1, 4)))
+    sh, sw = (1, 1) if kind < 2 else (int(rng.integers(1, 3)), int(rng.integers(1, 3)))
+    d = 1 + (kind == 3 and seed % 3 == 0)
+    fuse = seed % 4 if seed % 8 < 4 else (seed // 8) % 4
+    wv = _floats(rng, (o, kh, kw, c), specials=False)
+    bv = _bias(rng, o, seed)
+    explicit = kind == 3 and seed % 2 == 0
+    if explicit:
+        pads = [int(v) for v in rng.integers(0, 3, 4)]
+        if h + pads[2] + pads[3] < (kh - 1) * d + 1 or w + pads[0] + pads[1] < (kw - 1) * d + 1:
+            pads = [kw * d, kw * d, kh * d, kh * d]
+    scheme = 1 if kind == 3 or seed % 3 else 2          # SAME / VALID
+
+    def build():
+        m = nn.Model()
+        x = m.input("x", nn.float32, (1, h, w, c))
+        args = (pads if explicit else [scheme]) + [sw, sh, fuse, False, d, d]
+        m.output(m.op("CONV_2D", x, m.constant(wv), m.constant(bv), *args, outputs=[nn.float32]), "y")
+        return m
+    lean, general = _compiled(build)
+    assert made[0] and not made[1:], made            # taken on the small path only
+    _same_runs(lean, general, [{"x": _floats(rng, (1, h, w, c))} for _ in range(3)])
+
+
+@pytest.mark.parametrize("seed", range(32))
+def test_lean_depthwise_same_bytes(seed, monkeypatch):
+    made = _counted(monkeypatch, depthwise_conv, "_lean_float_dw")
+    rng = np.random.default_rng(4200 + seed)
+    h, w, c = int(rng.integers(1, 9)), int(rng.integers(1, 9)), int(rng.integers(1, 40))
+    kh, kw = int(rng.integers(1, 4)), int(rng.integers(1, 4))
+    sh = int(rng.integers(1, 3))
+    d = 1 + (seed % 5 == 4)
+    fuse = seed % 4
+    wv = _floats(rng, (1, kh, kw, c), specials=False)
+    bv = _bias(rng, c, seed)
+    scheme = 1 if seed % 3 else 2
+    if scheme == 2 and ((kh - 1) * d + 1 > h or (kw - 1) * d + 1 > w):
+        scheme = 1
+
+    def build():
+        m = nn.Model()
+        x = m.input("x", nn.float32, (1, h, w, c))
+        m.output(m.op("DEPTHWISE_CONV_2D", x, m.constant(wv), m.constant(bv), scheme, 1, sh, 1, fuse, False,
+                      d, d, outputs=[nn.float32]), "y")
+        return m
+    lean, general = _compiled(build)
+    assert made == [True], made
+    _same_runs(lean, general, [{"x": _floats(rng, (1, h, w, c))} for _ in range(3)])
+
+
+def test_lean_kernels_not_taken_where_the_general_kernel_differs(monkeypatch):
+    """A batch of two (the general kernel's GEMM per image), a depth multiplier, a width stride,
+    a filter given at execution: the general kernel runs, and the results agree with it."""
+    made_c = _counted(monkeypatch, conv, "_lean_float_conv")
+    made_d = _counted(monkeypatch, depthwise_conv, "_lean_float_dw")
+    rng = np.random.default_rng(7)
+    wv, bv = _floats(rng, (8, 3, 3, 4), False), _floats(rng, (8,), False)
+    dv = _floats(rng, (1, 3, 3, 8), False)
+
+    def build():
+        m = nn.Model()
+        x = m.input("x", nn.float32, (2, 5, 5, 4))
+        x1 = m.input("x1", nn.float32, (1, 5, 5, 4))
+        wi = m.input("w", nn.float32, (8, 3, 3, 4))
+        m.output(m.op("CONV_2D", x, m.constant(wv), m.constant(bv), 1, 1, 1, 0, outputs=[nn.float32]), "a")
+        m.output(m.op("CONV_2D", x1, wi, m.constant(bv), 1, 1, 1, 0, outputs=[nn.float32]), "b")
+        m.output(m.op("DEPTHWISE_CONV_2D", x1, m.constant(dv), m.constant(bv), 1, 1, 1, 2, 0,
+                      outputs=[nn.float32]), "c")
+        m.output(m.op("DEPTHWISE_CONV_2D", x1, m.constant(dv[..., :4]), m.constant(bv[:4]), 1, 2, 1, 1, 0,
+                      outputs=[nn.float32]), "d")
+        return m
+    lean, general = _compiled(build)
+    assert not any(made_c) and not any(made_d), (made_c, made_d)
+    _same_runs(lean, general, [{"x": _floats(rng, (2, 5, 5, 4)), "x1": _floats(rng, (1, 5, 5, 4)), "w": wv}])
