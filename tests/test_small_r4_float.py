@@ -147,3 +147,28 @@ def test_lean_kernels_not_taken_where_the_general_kernel_differs(monkeypatch):
     lean, general = _compiled(build)
     assert not any(made_c) and not any(made_d), (made_c, made_d)
     _same_runs(lean, general, [{"x": _floats(rng, (2, 5, 5, 4)), "x1": _floats(rng, (1, 5, 5, 4)), "w": wv}])
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_prelu_rows_views_follow_new_arrays(seed):
+    """PRELU with a constant alpha (all below 1; one channel above 1, fixed up on its own) on a
+    plan temporary and into a model output, several runs of one reusable execution and of plain
+    runs: the row views the kernel keeps show each run's arrays (x >= 0 ? x : x * alpha)."""
+    rng = np.random.default_rng(4300 + seed)
+    shape = (1, int(rng.integers(1, 9)), int(rng.integers(1, 9)), int(rng.integers(1, 70)))
+    alpha = rng.uniform(-0.9, 0.95, (1, 1, shape[3])).astype(np.float32)
+    if seed % 2:
+        alpha[..., 0] = 1.5
+    one = np.ones(shape, np.float32)
+    m = nn.Model()
+    x = m.input("x", nn.float32, shape)
+    t = m.op("ADD", x, m.constant(one), 0, outputs=[nn.float32])
+    m.output(m.op("PRELU", t, m.constant(alpha), outputs=[nn.float32]), "y")
+    c = m.compile()
+    e = c.execution(reusable=True)
+    for _ in range(3):
+        xv = _floats(rng, shape, specials=False)
+        tv = xv + one
+        want = np.where(tv >= 0, tv, tv * alpha)
+        for got in (e.run({"x": xv})["y"], c.run({"x": xv})["y"]):
+            assert np.asarray(got).tobytes() == want.astype(np.float32).tobytes()
