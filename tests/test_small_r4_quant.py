@@ -168,3 +168,23 @@ def test_concatenation_read_only_and_new_arrays():
     for call in range(4):
         with pytest.raises(ValueError):
             k2([a[0], b, np.int32(1)], [zr])
+
+
+def test_concatenation_keeps_no_large_caller_buffer():
+    """A caller's array viewing a large buffer is never kept (the kept sets hold their arrays):
+    the buffer is freed once the caller drops it, and every call is still np.concatenate's."""
+    import gc
+    import weakref
+    k = _concat_kernel([(1, 2, 1, 4), (1, 1, 1, 4)], 1, np.int8)
+    big = [np.zeros(1 << 20, np.int8) for _ in range(2)]
+    refs = [weakref.ref(b) for b in big]
+    xs = [b[:8].reshape(1, 2, 1, 4) for b in big]
+    y = np.full((1, 1, 1, 4), 5, np.int8)
+    z = np.zeros((1, 3, 1, 4), np.int8)
+    for call in range(12):
+        xs[call % 2][...] = call
+        k([xs[call % 2], y, np.int32(1)], [z])
+        np.testing.assert_array_equal(z, np.concatenate([xs[call % 2], y], axis=1))
+    del big, xs
+    gc.collect()
+    assert all(r() is None for r in refs)

@@ -18,6 +18,7 @@ from .. import constants as C
 from .base import Op, register, tname
 from .quant import ByteLookup, affine_requant_table
 from .common import tensor_of, require_scalar, int_tensor, scalar_int, int_values, known_len, fail_value  # noqa: F401
+from .base import PoolBuffer
 from .common import n_elements, small
 
 from .common import F16, F32, I32, Q8, Q8S, QUANT8, INT32, LEVELS_FL1, LEVELS_FL2, LEVELS_FL3_INT, LEVELS_FL3  # noqa: E402,F401
@@ -359,6 +360,25 @@ class Concatenation(Op):
         return kernel
 
 
+KEEP_ROOT_MAX = 1 << 16     # _lean_concatenation: largest buffer of a caller's array it keeps alive
+
+
+def _root_nbytes(a):
+    """Bytes a keeps alive: 0 for a plan temporary, else the size of the buffer a views at its
+    root (its own data, a cffi buffer's, bytes'...); unknown roots count as too large."""
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    root = a.base
+    if root is None:
+        return a.nbytes
+    if type(root) is PoolBuffer:
+        return 0
+    try:
+        return memoryview(root).nbytes
+    except TypeError:
+        return KEEP_ROOT_MAX + 1
+
+
 def _lean_concatenation(tensors, a, general):
     """CONCATENATION of small tensors.  One non-empty input: a copy.  Where each input is one
     run of the output's bytes (the dimensions before the axis are 1) and a call's output and
@@ -368,7 +388,8 @@ def _lean_concatenation(tensors, a, general):
     slice assignment per input (about 0.15 us each, against np.concatenate's 1.3-1.6); any
     other call is the general kernel plus a few tests (at most 8 misses learn; arrays new each
     call stop there).  A kept set holds its arrays, so an identity test is with live arrays:
-    their memory is that of the call."""
+    their memory is that of the call; it is kept only where every array is a plan temporary or
+    views a buffer of at most KEEP_ROOT_MAX bytes (a caller's large array is not kept alive)."""
     nonempty = [k for k, x in enumerate(tensors) if x.dims[a]]
     if len(nonempty) == 1:
         k0 = nonempty[0]
@@ -398,7 +419,7 @@ def _lean_concatenation(tensors, a, general):
             state[2], state[3] = ids, state[2]
             state[4] -= 1
             return
-        if not z.flags.writeable:
+        if not z.flags.writeable or any(_root_nbytes(v) > KEEP_ROOT_MAX for v in (z, *xs)):
             state[4] = 0
             return
         try:
