@@ -188,3 +188,60 @@ def test_concatenation_keeps_no_large_caller_buffer():
     del big, xs
     gc.collect()
     assert all(r() is None for r in refs)
+
+
+# ---- one output unit (DirectProduct._one_unit_run) --------------------------------------------
+@pytest.mark.parametrize("size", [1, 5, 48, 300, 320, 960])
+@pytest.mark.parametrize("fuse", [0, 1, 2, 3])
+@pytest.mark.parametrize("signed", [True, False])
+def test_fully_connected_one_unit(size, fuse, signed, monkeypatch):
+    """A classifier's last unit (1xK -> 1x1, the wake words' 1x300 / 1x320 / 1x960 -> 1x1): the
+    clamp, store and byte pass on Python floats give the general kernel's byte, one and two
+    terms, rank-2 and rank-4 inputs, random and extreme inputs."""
+    rng = np.random.default_rng(4000 + size + 10 * fuse + signed)
+    shape = (1, size) if fuse % 2 else (1, 1, 1, size)
+    t = _qtype(rng, signed)
+    wt = _qtype(rng, signed)
+    wv = _qvalues(rng, (1, size), signed)
+    bt = nn.OperandType(nn.int32.code, float(np.float32(t.scale) * np.float32(wt.scale)), 0)
+    bias = rng.integers(-3000, 3000, 1).astype(np.int32)
+    ot = _out_type(rng, signed)
+    ot = (nn.quant8_asymm_signed if signed else nn.quant8_asymm)(ot.scale * 4, ot.zero_point)
+    lo, hi = (-128, 127) if signed else (0, 255)
+    dt = np.int8 if signed else np.uint8
+    xs = [_qvalues(rng, shape, signed) for _ in range(4)] + [np.full(shape, lo, dt), np.full(shape, hi, dt)]
+    _layer_vs_general("FULLY_CONNECTED", t, shape, (wv, wt), (bias, bt), (fuse,), (ot, (1, 1)), xs, monkeypatch)
+
+
+@pytest.mark.parametrize("signed", [True, False])
+def test_one_unit_into_a_temporary(signed, monkeypatch):
+    """The one unit written into a plan temporary (its bytes' memoryview kept) and read by the
+    next operation, over many runs of one compilation: the general kernels' bytes each run."""
+    rng = np.random.default_rng(4100 + signed)
+    size = 64
+    t, wt = _qtype(rng, signed), _qtype(rng, signed)
+    wv = _qvalues(rng, (1, size), signed)
+    bt = nn.OperandType(nn.int32.code, float(np.float32(t.scale) * np.float32(wt.scale)), 0)
+    bias = rng.integers(-3000, 3000, 1).astype(np.int32)
+    ot = _out_type(rng, signed)
+
+    def build():
+        m = nn.Model()
+        x = m.input("x", t, (1, size))
+        y = m.op("FULLY_CONNECTED", x, m.constant(wv, wt), m.constant(bias, bt), np.int32(0), outputs=[(ot, (1, 1))])
+        m.output(m.op("RESHAPE", y, np.array([1], np.int32), outputs=[(ot, (1,))]), "y")
+        m.output(m.op("FULLY_CONNECTED", x, m.constant(wv, wt), m.constant(bias, bt), np.int32(1),
+                      outputs=[(ot, (1, 1))]), "r")
+        return m
+    from nnapi_py.ops import common
+    lean = build().compile()
+    with monkeypatch.context() as mp:
+        mp.setattr(common, "SMALL", 0)
+        mp.setattr(Q.DirectProduct, "for_stage", classmethod(lambda cls, *a, **k: None))
+        mp.setattr(Q.TableProduct, "for_stage", classmethod(lambda cls, *a, **k: None))
+        general = build().compile()
+    for _ in range(20):
+        x = _qvalues(rng, (1, size), signed)
+        a, b = lean.run({"x": x}), general.run({"x": x})
+        for key in ("y", "r"):
+            assert np.asarray(a[key]).tobytes() == np.asarray(b[key]).tobytes()
