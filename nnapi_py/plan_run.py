@@ -338,7 +338,9 @@ def control_step(node, infos, shapes):
     op, name, outs = node.op, node.name, node.outs
 
     def step(ia, oa):
-        results = op.execute(node, ia, getattr(_loop, "deadline", None))
+        results = op.execute(node, ia, getattr(_loop, "deadline", None), oa)
+        if results is oa:                   # written there (a flat WHILE's results, of these shapes)
+            return
         for o, r, a, d in zip(outs, results, oa, dims):
             if np.shape(r) != d:
                 raise op_failed(f"{name}: output shape {list(np.shape(r))} for operand {o} conflicts with "

@@ -235,3 +235,47 @@ def test_profile_says_what_runs_no_kernel(monkeypatch):
     monkeypatch.setattr(profiling, "note", notes.append)
     _selections().compile()
     assert "3 operation(s) whose results no operation reads run no kernel" in notes
+
+
+_EDGES = np.array([0, 1, -1, 7, -7, 2 ** 31 - 1, -2 ** 31, 2 ** 30, -2 ** 30 - 3, 65536, 46341], np.int32)
+
+
+@pytest.mark.parametrize("op", ["ADD", "SUB", "MUL"])
+@pytest.mark.parametrize("form", ["inputs", "const_b", "const_a", "broadcast"])
+def test_one_element_int32_same_as_ufunc(op, form, monkeypatch):
+    """One-element TENSOR_INT32 ADD / SUB / MUL on Python ints (elementwise.one_int) wrap as the
+    int32 ufunc does: every pair of edge values, a constant on either side, shapes (1,) and
+    (1, 1, 1) broadcast; the same bytes as the model built with the ufunc kernel."""
+    from nnapi_py.ops import elementwise
+    sa, sb = ((1, 1, 1), (1,)) if form == "broadcast" else ((1,), (1,))
+    so = (1, 1, 1) if form == "broadcast" else (1,)
+    pairs = [(int(x), int(y)) for x in _EDGES for y in _EDGES]
+
+    def build(cv):
+        m = nn.Model()
+        a = np.array([cv], np.int32).reshape(sa) if form == "const_a" else m.input("a", I, sa)
+        b = np.array([cv], np.int32).reshape(sb) if form == "const_b" else m.input("b", I, sb)
+        m.output(m.op(op, a, b, 0, outputs=[(I, so)]), "y")
+        return m
+
+    def runs(c, x, y):
+        feed = {}
+        if form != "const_a":
+            feed["a"] = np.array([x], np.int32).reshape(sa)
+        if form != "const_b":
+            feed["b"] = np.array([y], np.int32).reshape(sb)
+        return c.run(feed)["y"]
+    consts = sorted({x if form == "const_a" else y for x, y in pairs}) if form.startswith("const") else [0]
+    for cv in consts:
+        lean = build(cv).compile()
+        with monkeypatch.context() as mp:
+            mp.setattr(elementwise, "one_int", lambda *a: None)
+            general = build(cv).compile()
+        assert _plan(lean).steps[0][0].__qualname__.startswith("one_int")
+        assert not _plan(general).steps[0][0].__qualname__.startswith("one_int")
+        for x, y in pairs:
+            if form == "const_a" and x != cv or form == "const_b" and y != cv:
+                continue
+            got, want = runs(lean, x, y), runs(general, x, y)
+            assert got.dtype == want.dtype == np.int32 and got.shape == want.shape == so
+            assert got.tobytes() == want.tobytes(), (op, x, y, got, want)

@@ -162,7 +162,8 @@ class If(_Control):
         _check_if(sig)
         return 4
 
-    def execute(self, node, ins, deadline):
+    def execute(self, node, ins, deadline, into=None):
+        """The branch's results (fresh arrays; into: the step's output arrays, not used)."""
         cond = bool(np.asarray(ins[0]).reshape(-1)[0])
         model = node_model(ins[1] if cond else ins[2])
         return _run(_subplan(node, model), ins[3:], deadline)
@@ -201,7 +202,9 @@ class While(_Control):
             return None
         return [tuple(s) for s in shapes[2:2 + m]]
 
-    def execute(self, node, ins, deadline):
+    def execute(self, node, ins, deadline, into=None):
+        """The loop's results: fresh arrays, or the arrays of `into` (a static plan's step's
+        outputs) written where the loop runs flat and they have the results' shapes."""
         cond_plan = _subplan(node, node_model(ins[0]))
         body_plan = _subplan(node, node_model(ins[1]))
         m = len(node.outs)
@@ -209,8 +212,9 @@ class While(_Control):
         vals = list(ins[2:])
         timeout = getattr(loop, "timeout", C.DEFAULT_LOOP_TIMEOUT_NS)
         end = time.monotonic_ns() + timeout
-        if _flat_loop_ok(cond_plan, body_plan, vals, m + k):
-            return _flat_loop(cond_plan, body_plan, vals, m, m + k, deadline, end, timeout)
+        got = _flat_loop(cond_plan, body_plan, vals, m, m + k, deadline, end, timeout, into)
+        if got is not None:
+            return got
         # the body's results alternate between two sets of arrays of this computation: a step
         # writes the set its inputs are not in (the one the step before last wrote)
         spares = ([], [])
@@ -258,21 +262,28 @@ def _loop_flat(cond_plan, body_plan, shapes, carried):
                for j in range(carried))
 
 
-def _flat_loop(cond_plan, body_plan, vals, m, carried, deadline, end, timeout):
-    """The WHILE loop on static plans (_flat_loop_ok), on a kit of this node's (_LoopKit): the
-    loop values start as copies in the kit's set 1; a step of parity p runs the condition and
-    then the body on the kit's arenas of that parity, bound once to the set the step before
-    wrote (with the input-only values) and to the set it writes, set p (Plan.run_bound: no
-    binding per step).  Kits are kept with the body's plan (Plan.loop_kits; a node's own) for
-    the next computation, one per computation in progress (threads each take their own)."""
-    tail = vals[carried:]
+def _flat_loop(cond_plan, body_plan, vals, m, carried, deadline, end, timeout, into=None):
+    """The WHILE loop on static plans, on a kit of the body plan's (_LoopKit); None where the
+    loop does not run flat (_flat_loop_ok: checked when no kit is made for these plans yet, a
+    kit's plans took that check for the shapes they were compiled for).  The loop values
+    start as copies in the kit's set 1; a step of parity p runs the condition and then the body
+    on the kit's arenas of that parity, bound once to the set the step before wrote (with the
+    input-only values) and to the set it writes, set p (Plan.run_bound: no binding per step).
+    Kits are kept with the body's plan (Plan.loop_kits; a node's own) for the next
+    computation, one per computation in progress (threads each take their own).  The results
+    are copied into into's arrays where they are of their shapes, else into new arrays."""
     kits = body_plan.loop_kits
     try:
         kit = kits.pop()
     except IndexError:
         kit = None
-    if kit is None or kit.cond is not cond_plan or kit.body is not body_plan:
+    if kit is None or kit.cond is not cond_plan or not _fits(vals, body_plan.in_static):
+        if kit is not None:
+            kits.append(kit)
+        if not _flat_loop_ok(cond_plan, body_plan, vals, carried):
+            return None
         kit = _LoopKit(cond_plan, body_plan)
+    tail = vals[carried:]
     if not _same_objects(kit.tail, tail):
         kit.bind(tail)
     try:
@@ -290,9 +301,22 @@ def _flat_loop(cond_plan, body_plan, vals, m, carried, deadline, end, timeout):
             if time.monotonic_ns() > end:
                 raise NNError(C.MISSED_DEADLINE_TRANSIENT,
                               f"WHILE: the loop ran longer than the loop timeout ({timeout / 1e9:g} s)")
-        return [np.array(v, copy=True) for v in sets[p ^ 1][:m]]
+        got = sets[p ^ 1][:m]
+        if into is not None and all(a.shape == v.shape for a, v in zip(into, got)):
+            for a, v in zip(into, got):
+                a[...] = v
+            return into
+        return [np.array(v, copy=True) for v in got]
     finally:
         kits.append(kit)
+
+
+def _fits(vals, shapes):
+    """The loop values are arrays of these shapes."""
+    for a, s in zip(vals, shapes):
+        if not isinstance(a, np.ndarray) or a.shape != s:
+            return False
+    return True
 
 
 class _LoopKit:
