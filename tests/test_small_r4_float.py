@@ -53,13 +53,14 @@ def _bias(rng, o, seed):
     return _floats(rng, (o,), specials=False)
 
 
-def _counted(monkeypatch, module, name):
+def _counted(monkeypatch, module, name, raw=False):
+    """Calls of module.name recorded: its result (raw) or whether it made a kernel."""
     made = []
     fn = getattr(module, name)
 
     def wrapped(*a):
         r = fn(*a)
-        made.append(r is not None)
+        made.append(r if raw else r is not None)
         return r
     monkeypatch.setattr(module, name, wrapped)
     return made
@@ -172,3 +173,24 @@ def test_prelu_rows_views_follow_new_arrays(seed):
         want = np.where(tv >= 0, tv, tv * alpha)
         for got in (e.run({"x": xv})["y"], c.run({"x": xv})["y"]):
             assert np.asarray(got).tobytes() == want.astype(np.float32).tobytes()
+
+
+@pytest.mark.parametrize("hw", [(1, 1), (2, 2), (4, 4), (8, 8)])
+def test_small_pointwise_bias_in_product(hw, monkeypatch):
+    """A 1x1 layer with O < 2 C of at most 64 pixels and a non-zero bias takes the bias inside
+    the GEMM where the check at build finds the separate add's bits (here it does), and gives
+    the general kernel's bytes, activations and special inputs included."""
+    made = _counted(monkeypatch, conv, "_bias_in_product_same", raw=True)
+    rng = np.random.default_rng(hw[0])
+    h, w = hw
+    c, o = 128, 64
+    wv, bv = _floats(rng, (o, 1, 1, c), False), _floats(rng, (o,), False)
+    for fuse in (0, 1, 3):
+        def build():
+            m = nn.Model()
+            x = m.input("x", nn.float32, (1, h, w, c))
+            m.output(m.op("CONV_2D", x, m.constant(wv), m.constant(bv), 2, 1, 1, fuse, outputs=[nn.float32]), "y")
+            return m
+        lean, general = _compiled(build)
+        _same_runs(lean, general, [{"x": _floats(rng, (1, h, w, c))} for _ in range(3)])
+    assert made == [True, True, True], made
