@@ -11,21 +11,10 @@ import numpy as np
 import pytest
 
 import nnapi_py as nn
-from nnapi_py.ops import common, conv, depthwise_conv
+from nnapi_py.ops import conv, depthwise_conv
+from test_small_quant import _compiled
 
 SPECIALS = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, 1e-30, -1e30, 3.0], np.float32)
-
-
-def _compiled(build):
-    cs = []
-    for small in (common.SMALL, 0):
-        saved = common.SMALL
-        common.SMALL = small
-        try:
-            cs.append(build().compile())
-        finally:
-            common.SMALL = saved
-    return cs
 
 
 def _floats(rng, shape, specials=True):
