@@ -150,10 +150,9 @@ def _lean_float_conv(res, pk, bias, dims, pads, geom, o):
         return window_view(a, kh, kw, sh, sw, dh, dw, oh, ow)[0]
 
     def kept(bufs):
-        cols = np.empty((npix, kk), np.float32)
-        if with_ones:
-            cols[:, k] = 1
-        xp = np.zeros(pshape, np.float32) if padded else None        # the zero border, made once
+        """The work set's arrays, made once (through _Buffers.array: its size limit and message)."""
+        cols = bufs.array("lean cols", (npix, kk), np.float32, init=_ones_last_column if with_ones else None)
+        xp = bufs.array("lean padded", pshape, np.float32, zero=True) if padded else None     # zero border
         inner = xp[:, pt:pt + h, pl:pl + w] if padded else None
         dst = cols[:, :k].reshape((1, oh, ow, c) if one_by_one else (oh, ow, kh, kw, c))     # a view
         t = bufs["lean"] = (cols, inner, None if xp is None else patches(xp), dst)
@@ -189,6 +188,10 @@ def _lean_float_conv(res, pk, bias, dims, pads, geom, o):
             act(o2)
         return True
     return run
+
+
+def _ones_last_column(a):
+    a[:, -1] = 1
 
 
 def _bias_in_product_same(mat, aug, rows):

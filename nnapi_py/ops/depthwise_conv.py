@@ -200,7 +200,7 @@ def _lean_float_dw(epi, taps, dims, pads, geom):
         return strided_view(a, vshape, (st[0], st[1] * sh, st[1] * dh, st[2] * dw, a.itemsize))
 
     def kept(bufs):
-        xp = np.zeros(pshape, np.float32)                  # the zero border, made once
+        xp = bufs.array("lean padded", pshape, np.float32, zero=True)     # the zero border, made once
         t = bufs["lean"] = (xp[:, pt:pt + h, pl:pl + w], view(xp))
         return t
 
