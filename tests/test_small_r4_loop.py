@@ -19,10 +19,12 @@ def _plan(c):
     return _capi._H[int(ffi.cast("uintptr_t", c.handle))].plan
 
 
-def _gru_like(steps, rows=None):
+def _gru_like(steps, rows=None, computed_table=False):
     """WHILE i < steps: i += 1; h = h * 0.5 + table[i] (GATHER of the counter); acc = h as
     (1, 1, 4) (EXPAND_DIMS, a one-input CONCATENATION), with two SLICEs of acc no one reads.
-    table: an input-only loop value of `rows` rows (steps by default)."""
+    table: an input-only loop value of `rows` rows (steps by default): the model input, or
+    (computed_table) the model input times 1 (a temporary of the outer plan, whose slices
+    GATHER keeps)."""
     rows = steps if rows is None else rows
     cm = nn.Model("cond")
     ci, _, _, _ = (cm.input("i", I, (1,)), cm.input("h", F, (1, 4)), cm.input("acc", F, (1, 1, 4)),
@@ -46,6 +48,8 @@ def _gru_like(steps, rows=None):
     m = nn.Model()
     i0, h0, a0, t0 = (m.input("i", I, (1,)), m.input("h", F, (1, 4)), m.input("acc", F, (1, 1, 4)),
                       m.input("table", F, (rows, 1, 4)))
+    if computed_table:
+        t0 = m.op("MUL", t0, np.ones((rows, 1, 4), np.float32), 0, outputs=[(F, (rows, 1, 4))])
     r = m.op("WHILE", cm, b, i0, h0, a0, t0, outputs=[(I, (1,)), (F, (1, 4)), (F, (1, 1, 4))])
     for k, name in enumerate(("i_out", "h_out", "acc_out")):
         m.output(r[k], name)
@@ -79,9 +83,10 @@ def _body_plan(c):
     return [p for _, p in node.cache.values() if len(p.nodes) > 2][0]
 
 
-def test_loop_same_bytes_as_operation_by_operation(monkeypatch):
+@pytest.mark.parametrize("computed_table", [False, True])
+def test_loop_same_bytes_as_operation_by_operation(monkeypatch, computed_table):
     rng = np.random.default_rng(0)
-    c = _gru_like(9).compile()
+    c = _gru_like(9, computed_table=computed_table).compile()
     feeds = [_feed(rng, 9, start) for start in (0, 3, 8, 9, 12)]      # 9, 6, 1, 0 and no steps
     flat = [c.run(f) for f in feeds]
     for f, got in zip(feeds, flat):
@@ -90,7 +95,7 @@ def test_loop_same_bytes_as_operation_by_operation(monkeypatch):
     body = _body_plan(c)
     assert len(body.loop_kits) == 1, "one kit, taken and given back by each computation"
     monkeypatch.setattr(control, "FLAT", False)
-    slow = _gru_like(9).compile()
+    slow = _gru_like(9, computed_table=computed_table).compile()
     for f, got in zip(feeds, flat):
         _same(slow.run(f), got)
 
@@ -119,11 +124,25 @@ def test_sub_plans_run_bound_not_bound_per_step(monkeypatch):
     _same(outs, _want(feed, 6))
 
 
-def test_input_only_value_rebound_when_it_changes():
+def _gather_kept(c):
+    """The indices whose slices the body's GATHER kernels keep (gather._one_index's state)."""
+    got = set()
+    for kit in _body_plan(c).loop_kits:
+        for ab in kit.body_arenas:
+            for kern, _, _ in ab[1]:
+                if "_one_index" in kern.__qualname__:
+                    cells = dict(zip(kern.__code__.co_freevars, (x.cell_contents for x in kern.__closure__)))
+                    got |= set(cells["state"][0][1] or ())
+    return got
+
+
+@pytest.mark.parametrize("computed_table", [False, True])
+def test_input_only_value_rebound_when_it_changes(computed_table):
     """The kit's arenas hold the input-only values they were bound to; a computation with other
-    arrays (or the same array with new values) reads the new ones."""
+    arrays (or the same array with new values) reads the new ones (computed_table: the same
+    temporary with new values every computation, whose slices GATHER keeps)."""
     rng = np.random.default_rng(2)
-    c = _gru_like(5).compile()
+    c = _gru_like(5, computed_table=computed_table).compile()
     for _ in range(3):
         f = _feed(rng, 5)
         _same(c.run(f), _want(f, 5))
@@ -136,6 +155,8 @@ def test_input_only_value_rebound_when_it_changes():
     f["table"][...] = rng.standard_normal((5, 1, 4)).astype(np.float32)
     e.run(f, outs)
     _same(outs, _want(f, 5))
+    # a caller's array is never kept; the outer plan's temporary is
+    assert _gather_kept(c) == (set(range(5)) if computed_table else set())
 
 
 def test_results_are_not_the_kits_arrays():
@@ -163,10 +184,11 @@ def test_body_failure_same_reason_as_operation_by_operation(monkeypatch):
     assert "GATHER" in flat.value.reason and "out of range" in flat.value.reason
 
 
-def test_loops_from_many_threads():
+@pytest.mark.parametrize("computed_table", [False, True])
+def test_loops_from_many_threads(computed_table):
     """Each computation in progress takes a kit of its own; kits are kept, at most one per
     computation that was in progress at once."""
-    c = _gru_like(7).compile()
+    c = _gru_like(7, computed_table=computed_table).compile()
     errors = []
 
     def work(seed):

@@ -220,6 +220,9 @@ def lean_pair(ufunc, ins, outs, act=None, dtype=None):
     const_ok = ins[0].value is None or ins[1].value is None      # a static build: values are constants
     pa = lean_operand(ins[0], shape, const_ok, dtype)
     pb = lean_operand(ins[1], shape, const_ok, dtype)
+    # a constant's view, made at build, taken without calling its Reshaped (about 0.4 us)
+    ca, va = pa.pair if pa is not None else (None, None)
+    cb, vb = pb.pair if pb is not None else (None, None)
     f = ufunc
     if pa is None and pb is None and act is None:
         def k(i, o):
@@ -231,20 +234,20 @@ def lean_pair(ufunc, ins, outs, act=None, dtype=None):
             act(z)
     elif pa is None:
         def k(i, o):
-            z = o[0]
-            f(i[0], pb(i[1]), z)
+            z, y = o[0], i[1]
+            f(i[0], vb if y is cb else pb(y), z)
             if act is not None:
                 act(z)
     elif pb is None:
         def k(i, o):
-            z = o[0]
-            f(pa(i[0]), i[1], z)
+            z, x = o[0], i[0]
+            f(va if x is ca else pa(x), i[1], z)
             if act is not None:
                 act(z)
     else:
         def k(i, o):
-            z = o[0]
-            f(pa(i[0]), pb(i[1]), z)
+            z, x, y = o[0], i[0], i[1]
+            f(va if x is ca else pa(x), vb if y is cb else pb(y), z)
             if act is not None:
                 act(z)
     return k

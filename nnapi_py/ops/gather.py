@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import constants as C
 from .base import Op, register, resolve_axis, value_error
-from .common import Region, require_present, small
+from .common import Region, kept, require_present, small
 
 F16, F32, I32 = C.TENSOR_FLOAT16, C.TENSOR_FLOAT32, C.TENSOR_INT32
 Q8, Q8S = C.TENSOR_QUANT8_ASYMM, C.TENSOR_QUANT8_ASYMM_SIGNED
@@ -93,17 +93,34 @@ class Gather(Op):
 def _one_index(ins, axis, size, name):
     """GATHER of small tensors by one index (a loop counter, a constant): the input's slice
     [v:v+1] along the axis assigned to the output (of that shape: the index tensor is [1]);
-    a constant index's slice a view kept (common.Region).  An index out of range fails as in
+    a constant index's slice a view kept (common.Region), a kept input's slices kept per index
+    as they are met (a GRU loop's frames: about 0.6 us less a step).  An index out of range fails as in
     the general kernel."""
     const = ins[2].value
     pre = (slice(None),) * axis
+    # (a kept input: a plan temporary or own array, {index: its slice's view}), id() of the last
+    # input: the views of an input given twice in a row (a loop's input-only table) are kept
+    # (one tuple: threads sharing the kernel read a consistent pair)
+    state = [(None, None), None]
 
     def k(i, o):
-        idx = i[2]
+        idx, x = i[2], i[0]
         v = idx.item()
         if not 0 <= v < size:
             check_indices(name, "indices", idx, size, at_runtime=True)
-        o[0][...] = i[0][pre + (slice(v, v + 1),)]
+        p = state[0]
+        if p[0] is x:
+            r = p[1].get(v)
+            if r is None:
+                r = p[1][v] = x[pre + (slice(v, v + 1),)]
+            o[0][...] = r
+            return
+        o[0][...] = x[pre + (slice(v, v + 1),)]
+        n = id(x)
+        if state[1] != n:
+            state[1] = n
+        elif kept(x):
+            state[0] = (x, {})
     if const is None or ins[0].value is not None:           # not a constant of a static build
         return k
     v = int(np.asarray(const).reshape(-1)[0])               # checked at compilation
