@@ -183,3 +183,38 @@ def test_small_pointwise_bias_in_product(hw, monkeypatch):
         lean, general = _compiled(build)
         _same_runs(lean, general, [{"x": _floats(rng, (1, h, w, c))} for _ in range(3)])
     assert made == [True, True, True], made
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_lean_conv_wide_images_same_bytes(seed, monkeypatch):
+    """Images of 32 to 48 columns: a narrow input's k x k filter (the transposed gather of a
+    three-channel stem, width dilation included) and 1x1 layers whose product runs in blocks of
+    pixels (_pixel_blocks, where its check finds the whole product's bits): the general kernel's
+    bytes, every activation, zero and random biases."""
+    made = _counted(monkeypatch, conv, "_lean_float_conv")
+    blocked = _counted(monkeypatch, conv, "_pixel_blocks", raw=True)
+    rng = np.random.default_rng(4400 + seed)
+    h, w = int(rng.integers(8, 33)), int(rng.integers(32, 49))
+    stem = seed % 2 == 0
+    if stem:
+        c, o = int(rng.integers(1, 4)), int(rng.integers(8, 65))
+        kh, kw = 3, int(rng.integers(1, 4))
+        s, d = 1 + seed % 4 // 2, 1 + (seed % 8 == 6)
+    else:
+        c, o = [8, 16, 32, 24][seed // 2 % 4], int(rng.integers(8, 65))     # blocks of 128+ pixels
+        kh = kw = 1
+        s, d = 1, 1
+    fuse = seed // 2 % 4
+    wv, bv = _floats(rng, (o, kh, kw, c), False), _bias(rng, o, seed // 2)
+
+    def build():
+        m = nn.Model()
+        x = m.input("x", nn.float32, (1, h, w, c))
+        m.output(m.op("CONV_2D", x, m.constant(wv), m.constant(bv), 1, s, s, fuse, False, d, d,
+                      outputs=[nn.float32]), "y")
+        return m
+    lean, general = _compiled(build)
+    assert made[0], made
+    _same_runs(lean, general, [{"x": _floats(rng, (1, h, w, c))} for _ in range(2)])
+    if not stem:
+        assert blocked and blocked[0] is not None, blocked    # taken: its check held

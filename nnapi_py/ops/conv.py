@@ -15,12 +15,14 @@ from .common import F32, Scratch
 from .convgeom import ConvBase, Layout, _SigLike, _int, _rows_per_block, prepare_input
 from .convquant import _BIAS_IN_PRODUCT, _FEW_ROWS, _Output, _WIDE_O, _packed_filter
 from .convsmall import _small_quant_conv
-from .im2col import _NARROW_RUN, _conv_blocks, _one_pixel
+from .im2col import _NARROW_RUN, _RUN_BYTES, _conv_blocks, _one_pixel
 from .padding import window_view
 from . import quant as Q
 
 
 LEAN_FLOAT = 64         # float32 layers up to this many x common.SMALL output values: the lean kernel
+_SMALL_PRODUCT = 10 ** 6  # multiply-adds of a product OpenBLAS runs without packing (_pixel_blocks)
+_BLOCK_MIN = 128        # pixels of a block at the least
 _AUG_PIXELS = 64        # a 1x1 layer with O < 2 C of at most this many pixels: the bias in the GEMM
                         # where it gives the same bits (4 x 128 -> 64: 5.3 -> 3.6 us; none from 256)
 
@@ -105,16 +107,20 @@ def _lean_float_conv(res, pk, bias, dims, pads, geom, o):
     the very products of the general kernel: a 1x1 layer with O >= 2 C (or any other filter)
     the patches with a ones column times the filter with the bias row (the bias inside the
     GEMM), then the activation; a 1x1 layer with O < 2 C the input (or its strided copy) times
-    the filter, then the bias rows and the activation.  The same arithmetic, so the same bits
-    (2x2x64 -> 128: 12 -> 4 us a run, with np.dot where _product_for finds matmul's bits).
-    None where _conv_blocks would take several row blocks or the transposed gather; run(x, out)
-    returns False for an output that cannot be viewed as rows (the general kernel runs)."""
+    the filter, then the bias rows and the activation; a narrow input (a three-channel stem,
+    _conv_blocks_transposed) its patches gathered transposed, the GEMM reading them as their
+    transpose.  The same arithmetic, so the same bits (2x2x64 -> 128: 12 -> 4 us a run, with
+    np.dot where _product_for finds matmul's bits).  A large product runs in blocks of pixels
+    where _pixel_blocks finds the whole product's bits (32x32 pixels x 33 -> 64: 86 -> 67 us).
+    None where _conv_blocks would take several row blocks; run(x, out) returns False for an
+    output that cannot be viewed as rows (the general kernel runs)."""
     _, h, w, c = dims
     pt, pb, pl, pr = pads
     kh, kw, (sh, sw), (dh, dw), oh, ow = geom
     npix, kdim = oh * ow, kh * kw * c
     one_by_one = (kh, kw) == (1, 1)
     padded = bool(pt or pb or pl or pr)
+    transposed = False
     if one_by_one:
         with_ones = o >= 2 * c
         plain = not with_ones and (sh, sw) == (1, 1) and (h, w) == (oh, ow) and not padded
@@ -122,7 +128,9 @@ def _lean_float_conv(res, pk, bias, dims, pads, geom, o):
         with_ones = True
         plain = False
         if kw * c < _NARROW_RUN and ow >= 2 * _NARROW_RUN:
-            return None                 # the transposed gather's GEMM
+            if dw == 1 and kw * c * 4 >= _RUN_BYTES:
+                return None             # _conv_blocks' choice follows the input's layout here
+            transposed = True           # its _conv_blocks_transposed
     k = c if one_by_one else kdim
     if min(oh, _rows_per_block(ow * (k + o) * 4)) < oh:
         return None                     # several row blocks
@@ -137,26 +145,40 @@ def _lean_float_conv(res, pk, bias, dims, pads, geom, o):
     pshape = (1, h + pt + pb, w + pl + pr, c)
     direct = one_by_one and (sh, sw) == (1, 1) and (h, w) == (oh, ow) and not padded     # x is the patches
     kk = k + 1 if with_ones else k
-    product = _product_for(mat, npix, kk)
+    product = np.matmul if transposed else _product_for(mat, npix, kk)
+    blocks = _pixel_blocks(product, mat, npix, kk, transposed)
     pixels_of = common.Reshaped((npix, o), out=True)
     rows_of = common.Reshaped((oh, ow * o), out=True)
     x_of = common.Reshaped((npix, c))
     scratch = Scratch()
 
     def patches(a):
-        """The layer's patches of a (the padded input) as [OH, OW, KH, KW, C] or, 1x1, [1, OH, OW, C]."""
+        """The layer's patches of a (the padded input) as [OH, OW, KH, KW, C] or, 1x1, [1, OH, OW, C]
+        (transposed: [KH, KW, C, OH, OW])."""
         if one_by_one:
             return a[:, ::sh, ::sw][:, :oh, :ow]
-        return window_view(a, kh, kw, sh, sw, dh, dw, oh, ow)[0]
+        v = window_view(a, kh, kw, sh, sw, dh, dw, oh, ow)[0]
+        return v.transpose(2, 3, 4, 0, 1) if transposed else v
 
     def kept(bufs):
         """The work set's arrays, made once (through _Buffers.array: its size limit and message)."""
-        cols = bufs.array("lean cols", (npix, kk), np.float32, init=_ones_last_column if with_ones else None)
+        if transposed:
+            t = bufs.array("lean colsT", (kk, npix), np.float32, init=_ones_last_row)
+            cols, dst = t.T, t[:k].reshape(kh, kw, c, oh, ow)
+        else:
+            cols = bufs.array("lean cols", (npix, kk), np.float32, init=_ones_last_column if with_ones else None)
+            dst = cols[:, :k].reshape((1, oh, ow, c) if one_by_one else (oh, ow, kh, kw, c))     # a view
         xp = bufs.array("lean padded", pshape, np.float32, zero=True) if padded else None     # zero border
         inner = xp[:, pt:pt + h, pl:pl + w] if padded else None
-        dst = cols[:, :k].reshape((1, oh, ow, c) if one_by_one else (oh, ow, kh, kw, c))     # a view
         t = bufs["lean"] = (cols, inner, None if xp is None else patches(xp), dst)
         return t
+
+    def multiply(cols, o2):
+        if blocks is None:
+            product(cols, mat, out=o2)
+        else:
+            for a, b in blocks:
+                product(cols[a:b], mat, out=o2[a:b])
 
     def run(x, out):
         try:
@@ -166,7 +188,7 @@ def _lean_float_conv(res, pk, bias, dims, pads, geom, o):
         if plain:
             if x.dtype != np.float32 or not x.flags.c_contiguous:
                 return False
-            product(x_of(x), mat, out=o2)
+            multiply(x_of(x), o2)
         else:
             bufs = scratch.take()
             try:
@@ -178,7 +200,7 @@ def _lean_float_conv(res, pk, bias, dims, pads, geom, o):
                     dst[...] = win
                 else:
                     dst[...] = patches(x)
-                product(cols, mat, out=o2)
+                multiply(cols, o2)
             finally:
                 scratch.give(bufs)
         if brow is not None:
@@ -190,8 +212,41 @@ def _lean_float_conv(res, pk, bias, dims, pads, geom, o):
     return run
 
 
+def _pixel_blocks(product, mat, rows, k, transposed):
+    """[(first, end)] blocks of pixels for the product [rows, k] @ mat, or None (one product).
+    OpenBLAS multiplies a product of at most about 10^6 multiply-adds without packing its
+    operands (its small-matrix kernel on AVX-512 machines), much faster for the thin products of
+    small convolutions: a larger product runs as blocks of at least _BLOCK_MIN pixels under that
+    size where a check on random patches finds the whole product's bits (the sums run over k in
+    the same order either way).  Alone, in one process: 1024 x 33 @ 33 x 64 86 -> 67 us, 1024 x 64
+    @ 64 x 32 78 -> 68, 4096 x 16 @ 16 x 32 128 -> 86, 16384 x 9 @ 9 x 16 230 -> 154; blocks under
+    _BLOCK_MIN pixels lose (1024 x 129 @ 129 x 128 by 32: 346 -> 474), so they are not taken."""
+    n = mat.shape[1]
+    size = 1
+    while size * 2 * n * k <= _SMALL_PRODUCT and size * 2 < rows:
+        size *= 2
+    if size < _BLOCK_MIN or size >= rows:
+        return None
+    blocks = [(a, min(rows, a + size)) for a in range(0, rows, size)]
+    rng = np.random.default_rng(rows)
+    whole, part = np.empty((rows, n), np.float32), np.empty((rows, n), np.float32)
+    for _ in range(2):
+        x = rng.standard_normal((k, rows) if transposed else (rows, k)).astype(np.float32)
+        x = x.T if transposed else x
+        product(x, mat, out=whole)
+        for a, b in blocks:
+            product(x[a:b], mat, out=part[a:b])
+        if whole.tobytes() != part.tobytes():
+            return None
+    return blocks
+
+
 def _ones_last_column(a):
     a[:, -1] = 1
+
+
+def _ones_last_row(a):
+    a[-1] = 1
 
 
 def _bias_in_product_same(mat, aug, rows):
