@@ -339,6 +339,7 @@ class Plan(GraphRewrites, PlanRunner):
                     where.setdefault(i, []).append((s, side, k))
         self.in_refs = [tuple(where.get(i, ())) for i in self.inputs]
         self.out_refs = [tuple(where.get(i, ())) for i in self.outputs]
+        self.bound_views = self._bound_views(temp, infos, shapes, where) if static and VIEWS else ()
         self.out_shapes = [shapes.get(o) for o in self.outputs]
         self.in_static = [shapes.get(i) for i in self.inputs]
         # byte sizes of fully specified model inputs/outputs (None otherwise): setter fast path
@@ -391,9 +392,11 @@ class Plan(GraphRewrites, PlanRunner):
     def static_steps(self):
         """(kernel, input operands, output operands) of every node that runs a kernel, in order
         (the nodes whose outputs are views, or read by no one (_unread), run none)."""
+        return [(nd.kernel, nd.ins, nd.outs) for nd in self._step_nodes()]
+
+    def _step_nodes(self):
         views, unread = self.views, self.unread
-        return [(nd.kernel, nd.ins, nd.outs) for nd in self.nodes
-                if not (nd.outs and (nd.outs[0] in views or nd.outs[0] in unread))]
+        return [nd for nd in self.nodes if not (nd.outs and (nd.outs[0] in views or nd.outs[0] in unread))]
 
     def _unread(self, temp, infos, shapes):
         """The outputs of operations that only select a part of their first input or reshape it
@@ -454,6 +457,39 @@ class Plan(GraphRewrites, PlanRunner):
         if count and profiling.ENABLED:
             profiling.note(f"{count} operation(s) handed on as views of their input (no kernel runs)")
         return views
+
+    def _bound_views(self, temp, infos, shapes, where):
+        """The operations of _views whose first input is a model input or output of this plan
+        (its array is the caller's, bound per run): ((step, source, ((output, index, shape,
+        the steps' places reading it), ...)), ...).  Their steps stay (a kernel's failure names
+        the same step), but where the bound array's part is a contiguous view (Plan.bind checks
+        it, run by run: a caller's array may be strided), the readers get that view and the
+        step runs no kernel; else the kernel writes the arena's temporary, read as before.  Not
+        where an output is itself the source of a view made per arena.  (precise_vad's GRU
+        body expands its output's dimensions for a CONCATENATION: one copy less a step.)"""
+        bound = set(self.inputs) | set(self.outputs)
+        sources = {src for src, _, _ in self.views.values()}
+        got, count = [], 0
+        for s, node in enumerate(self._step_nodes()):
+            ii, oo = node.ins, node.outs
+            if (node.kernel is None or node.op.control or node.fp16 or not ii or ii[0] not in bound
+                    or any(o not in temp or o in sources or o in self.views for o in oo)):
+                continue
+            src = ii[0]
+            if src not in shapes or any(infos[o].dtype != infos[src].dtype for o in oo):
+                continue
+            ins = [self._info_with(infos[i], shapes.get(i)) for i in ii]
+            outs = [infos[o].with_dims(shapes[o]) for o in oo]
+            spots = node.op.view_of(ins, outs)
+            if spots is None:
+                continue
+            got.append((s, src, tuple((o, w, shapes[o], tuple(r for r in where.get(o, ()) if r[1] == 0))
+                                      for o, w in zip(oo, spots))))
+            count += 1
+        if count and profiling.ENABLED:
+            profiling.note(f"{count} operation(s) of a model input or output handed on as views where "
+                           f"the bound array allows (no kernel runs)")
+        return tuple(got)
 
     def check_runnable(self):
         """Raise the deferred failure (OP_FAILED) of a plan whose checks failed at compilation."""

@@ -80,6 +80,10 @@ def _in_fp16(kernel, round_ins, round_outs):
 _BINDINGS = 64                  # bindings a plan remembers (Plan.remember_binding)
 
 
+def _skip(ia, oa):
+    """The kernel of a step whose outputs are views of a bound array (Plan._bound_views)."""
+
+
 def _same(held, arrays):
     """True when held and arrays list the same objects, position by position."""
     return len(held) == len(arrays) and all(map(operator.is_, held, arrays))
@@ -134,8 +138,34 @@ class PlanRunner:
             slots[i] = a
             for s, side, k in refs:
                 steps[s][1 + side][k] = a
+        for s, src, outs in self.bound_views:
+            self._bind_view(slots, steps, s, slots[src], outs)
         if keep:
             ab[2], ab[3] = in_arrays, out_arrays
+
+    def _bind_view(self, slots, steps, s, a, outs):
+        """Step s of Plan._bound_views on the bound array a: its readers get a's parts as views
+        and the step runs no kernel where each part is a contiguous view of a's memory, else
+        (a None, strided, or its part not viewable so) the kernel runs into the arena's
+        temporaries, which the readers read."""
+        got = []
+        if a is not None:
+            for o, where, shape, refs in outs:
+                v = a[where].reshape(shape)
+                if not (isinstance(v, np.ndarray) and v.flags.c_contiguous
+                        and (v.base is a or a.base is not None and v.base is a.base)):
+                    got = []
+                    break
+                got.append(v)
+        _, ia, oa = steps[s]
+        if got:
+            steps[s] = (_skip, ia, oa)
+        else:
+            steps[s] = (self.steps[s][0], ia, oa)
+            got = [slots[o] for o, _, _, _ in outs]
+        for (o, _, _, refs), v in zip(outs, got):
+            for r, side, k in refs:
+                steps[r][1 + side][k] = v
 
     def _unbind(self, ab):
         slots, steps = ab[0], ab[1]
@@ -146,6 +176,8 @@ class PlanRunner:
         for refs in self.in_refs + self.out_refs:
             for s, side, k in refs:
                 steps[s][1 + side][k] = None
+        for s, _, outs in self.bound_views:         # the readers back on the arena's temporaries
+            self._bind_view(slots, steps, s, None, outs)
 
     def run_bound(self, ab, deadline=None):
         """Run the steps of arena ab on the arrays bound to it (bind), inside a run (enter_run:

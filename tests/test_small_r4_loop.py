@@ -301,3 +301,82 @@ def test_one_element_int32_same_as_ufunc(op, form, monkeypatch):
             got, want = runs(lean, x, y), runs(general, x, y)
             assert got.dtype == want.dtype == np.int32 and got.shape == want.shape == so
             assert got.tobytes() == want.tobytes(), (op, x, y, got, want)
+
+
+def _reshape_of_input():
+    """y = RESHAPE(x) + 1, z = EXPAND_DIMS(y) * 2 (a selection of a model input and one of a
+    model output, each read by one operation)."""
+    m = nn.Model()
+    x = m.input("x", F, (2, 6))
+    r = m.op("RESHAPE", x, np.array([3, 4], np.int32), outputs=[(F, (3, 4))])
+    y = m.op("ADD", r, np.ones((3, 4), np.float32), 0, outputs=[(F, (3, 4))])
+    e = m.op("EXPAND_DIMS", y, np.int32(0), outputs=[(F, (1, 3, 4))])
+    m.output(y, "y")
+    m.output(m.op("MUL", e, np.full((1, 3, 4), 2, np.float32), 0, outputs=[(F, (1, 3, 4))]), "z")
+    return m
+
+
+def _want_reshape(x):
+    y = x.reshape(3, 4) + np.float32(1)
+    return y, (y * np.float32(2)).reshape(1, 3, 4)
+
+
+def test_selections_of_bound_arrays_are_views_where_they_can_be():
+    """Plan._bound_views: the RESHAPE of the model input and the EXPAND_DIMS of the model output
+    hand on views of the bound arrays (their steps run no kernel); a strided caller array
+    takes the kernel into the arena's temporary instead, and the next contiguous one the view
+    again; a run without keep leaves no view of the caller's arrays behind."""
+    import gc
+    import weakref
+    from nnapi_py.plan_run import _skip
+    c = _reshape_of_input().compile()
+    p = _plan(c)
+    assert len(p.bound_views) == 2 and len(p.steps) == 4
+    rng = np.random.default_rng(6)
+    for _ in range(3):
+        x = rng.standard_normal((2, 6)).astype(np.float32)
+        got = c.run({"x": x})
+        y, z = _want_reshape(x)
+        assert got["y"].tobytes() == y.tobytes() and got["z"].tobytes() == z.tobytes()
+        ref = weakref.ref(x)
+        del x, got
+        gc.collect()
+        assert ref() is None, "the plan kept the caller's input array"
+    ab = p.take_arena()
+    try:
+        wide = rng.standard_normal((2, 12)).astype(np.float32)
+        for x in (wide[:, ::2], np.ascontiguousarray(wide[:, ::2]), wide[:, 1::2]):
+            outs = [np.empty((3, 4), np.float32), np.empty((1, 3, 4), np.float32)[:, :, :]]
+            p.run_static([x], outs, None, True, ab)
+            y, z = _want_reshape(np.ascontiguousarray(x))
+            assert outs[0].tobytes() == y.tobytes() and outs[1].tobytes() == z.tobytes()
+            kinds = [ab[1][s][0] is _skip for s, _, _ in p.bound_views]
+            assert kinds == [x.flags.c_contiguous, True], kinds
+    finally:
+        p.give_arena(ab)
+
+
+def test_bound_view_reusable_execution_sees_new_values():
+    """A reusable execution keeps its arrays bound (and the views of them): new input values in
+    the same buffers are what the next computation reads."""
+    c = _reshape_of_input().compile()
+    e = c.execution(reusable=True)
+    rng = np.random.default_rng(7)
+    for _ in range(3):
+        x = rng.standard_normal((2, 6)).astype(np.float32)
+        outs = {"y": np.zeros((3, 4), np.float32), "z": np.zeros((1, 3, 4), np.float32)}
+        e.run({"x": x}, outs)
+        y, z = _want_reshape(x)
+        assert outs["y"].tobytes() == y.tobytes() and outs["z"].tobytes() == z.tobytes()
+
+
+def test_gru_body_expands_its_output_as_a_view():
+    c = _gru_like(4).compile()
+    rng = np.random.default_rng(8)
+    f = _feed(rng, 4)
+    _same(c.run(f), _want(f, 4))
+    body = _body_plan(c)
+    (s, src, outs), = body.bound_views                    # EXPAND_DIMS of the output h1
+    assert src == body.outputs[1] and body.steps[s][2] == tuple(o for o, _, _, _ in outs)
+    from nnapi_py.plan_run import _skip
+    assert all(kit.body_arenas[p][1][s][0] is _skip for kit in body.loop_kits for p in (0, 1))
