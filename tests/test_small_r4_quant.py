@@ -106,6 +106,13 @@ def test_small_image_conv_flip_table(hwco, fuse, monkeypatch):
 
 
 # ---- CONCATENATION of a streaming state (shape._lean_concatenation) ----------------------------
+def _temporary(shape, dtype):
+    """An array as the plan makes its temporaries: over a PoolBuffer."""
+    from nnapi_py.ops.base import PoolBuffer
+    dt = np.dtype(dtype)
+    return np.ndarray(shape, dt, buffer=PoolBuffer((int(np.prod(shape)) * dt.itemsize,), np.uint8))
+
+
 def _concat_kernel(shapes, axis, dtype):
     from types import SimpleNamespace
     from nnapi_py.ops.shape import _lean_concatenation
@@ -129,19 +136,36 @@ def test_concatenation_of_alternating_state(shapes, dtype):
     k = _concat_kernel(shapes, 1, dtype)
     out_shape = (1, sum(s[1] for s in shapes)) + shapes[0][2:]
     states = [np.zeros(shapes[0], dtype) for _ in range(2)]
-    others = [np.zeros(s, dtype) for s in shapes[1:]]
-    z = np.zeros(out_shape, dtype)
-    for call in range(40):
+    others = [_temporary(s, dtype) for s in shapes[1:]]
+    z = _temporary(out_shape, dtype)
+    for call in range(60):
         x0 = states[call % 2]
         if call == 25:
             x0 = np.zeros(shapes[0], dtype)         # a new state array
         if call == 30:
-            z = np.zeros(out_shape, dtype)           # a new output
+            z = _temporary(out_shape, dtype)         # a new output
+        if call >= 40:                              # the frame a new view each call (of a model input)
+            others = [np.array(y) for y in others]
         x0[...] = rng.integers(-100, 100, x0.shape)
         for y in others:
             y[...] = rng.integers(-100, 100, y.shape)
         k([x0, *others, np.int32(1)], [z])
         np.testing.assert_array_equal(z, np.concatenate([x0, *others], axis=1))
+
+
+def test_concatenation_alternating_arenas():
+    """A loop body run on two arenas by parity: output and inputs alternate between two sets of
+    temporaries (both learnt), the values changing every call: np.concatenate's bytes."""
+    rng = np.random.default_rng(77)
+    k = _concat_kernel([(1, 3, 5), (1, 1, 5)], 1, np.float32)
+    sets = [([_temporary((1, 3, 5), np.float32), _temporary((1, 1, 5), np.float32)],
+             _temporary((1, 4, 5), np.float32)) for _ in range(2)]
+    for call in range(30):
+        xs, z = sets[call % 2]
+        for x in xs:
+            x[...] = rng.standard_normal(x.shape)
+        k([*xs, np.int32(1)], [z])
+        np.testing.assert_array_equal(z, np.concatenate(xs, axis=1))
 
 
 def test_concatenation_read_only_and_new_arrays():
@@ -152,7 +176,7 @@ def test_concatenation_read_only_and_new_arrays():
     for x in a:
         x.flags.writeable = False
     b = np.full((1, 1, 1, 4), 7, np.int8)
-    z = np.zeros((1, 3, 1, 4), np.int8)
+    z = _temporary((1, 3, 1, 4), np.int8)
     for call in range(10):
         k([a[call % 2], b, np.int32(1)], [z])
         np.testing.assert_array_equal(z, np.concatenate([a[call % 2], b], axis=1))
@@ -180,7 +204,7 @@ def test_concatenation_keeps_no_large_caller_buffer():
     refs = [weakref.ref(b) for b in big]
     xs = [b[:8].reshape(1, 2, 1, 4) for b in big]
     y = np.full((1, 1, 1, 4), 5, np.int8)
-    z = np.zeros((1, 3, 1, 4), np.int8)
+    z = _temporary((1, 3, 1, 4), np.int8)
     for call in range(12):
         xs[call % 2][...] = call
         k([xs[call % 2], y, np.int32(1)], [z])
@@ -245,3 +269,35 @@ def test_one_unit_into_a_temporary(signed, monkeypatch):
         a, b = lean.run({"x": x}), general.run({"x": x})
         for key in ("y", "r"):
             assert np.asarray(a[key]).tobytes() == np.asarray(b[key]).tobytes()
+
+
+@pytest.mark.parametrize("case", ["kept", "new_frame", "alternating", "three"])
+def test_concatenation_lean_paths_taken(case, monkeypatch):
+    """After a few calls the kept paths run without the general kernel (np.concatenate counted)
+    -- an alternating state with a kept frame and output, a frame new each call, outputs
+    alternating between two arrays, three inputs -- so the tests above check them."""
+    calls = []
+    real = np.concatenate
+
+    def counted(*a, **k):
+        calls.append(1)
+        return real(*a, **k)
+    monkeypatch.setattr(np, "concatenate", counted)
+    shapes = [(1, 20, 1, 8), (1, 1, 1, 8)] + ([(1, 2, 1, 8)] if case == "three" else [])
+    k = _concat_kernel(shapes, 1, np.int8)
+    rng = np.random.default_rng(5)
+    states = [np.zeros(shapes[0], np.int8) for _ in range(2)]
+    others = [_temporary(s, np.int8) for s in shapes[1:]]
+    total = sum(s[1] for s in shapes)
+    zs = [_temporary((1, total, 1, 8), np.int8) for _ in range(2)]
+    for c in range(30):
+        if c == 20:
+            calls.clear()
+        if case == "new_frame":
+            others = [np.array(y) for y in others]
+        for x in [states[c % 2]] + others:
+            x[...] = rng.integers(-128, 128, x.shape)
+        z = zs[c % 2] if case == "alternating" else zs[0]
+        k([states[c % 2], *others, np.int32(1)], [z])
+        np.testing.assert_array_equal(z, real([states[c % 2], *others], axis=1))
+    assert not calls

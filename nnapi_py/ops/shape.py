@@ -381,15 +381,20 @@ def _root_nbytes(a):
 
 def _lean_concatenation(tensors, a, general):
     """CONCATENATION of small tensors.  One non-empty input: a copy.  Where each input is one
-    run of the output's bytes (the dimensions before the axis are 1) and a call's output and
-    inputs are the very arrays of one of the two calls before it (their id()s: a plan's
-    temporaries, or a streaming model's state input, which alternates between two arrays), the
-    memoryviews of that set are kept (the two sets learnt last) and a run is one memoryview
-    slice assignment per input (about 0.15 us each, against np.concatenate's 1.3-1.6); any
-    other call is the general kernel plus a few tests (at most 8 misses learn; arrays new each
-    call stop there).  A kept set holds its arrays, so an identity test is with live arrays:
-    their memory is that of the call; it is kept only where every array is a plan temporary or
-    views a buffer of at most KEEP_ROOT_MAX bytes (a caller's large array is not kept alive)."""
+    run of the output's bytes (the dimensions before the axis are 1) and the output is a plan
+    temporary met again among the last two missed (a loop body's output alternates between two
+    arrays), the memoryviews of its runs are kept (the last two learnt) and a
+    run is one memoryview slice assignment per input (about 0.15 us each, against
+    np.concatenate's 1.3-1.6), from the input's bytes: each input's place keeps the memoryviews
+    of the last two arrays learnt there, an array met again among the last two missed there
+    (their id()s: a plan's temporary, or a streaming model's state input, which alternates
+    between two arrays); another array's memoryview is made then (about 0.55 us: a view of a
+    model input made again each run).  Otherwise the general kernel.  At most 8 misses learn
+    at each place and for the output (arrays new each call stop there).  The output is kept
+    only where it is a plan temporary (no input's memory overlaps it), an input only where it
+    is one too or views a buffer of at most KEEP_ROOT_MAX bytes (a caller's large array is not
+    kept alive).  Kept arrays are live, so an identity test is with an array whose memory is
+    the call's."""
     nonempty = [k for k, x in enumerate(tensors) if x.dims[a]]
     if len(nonempty) == 1:
         k0 = nonempty[0]
@@ -406,62 +411,80 @@ def _lean_concatenation(tensors, a, general):
         start += n
     ks = tuple(k for k, _, _ in runs)
     concatenate = np.concatenate
-    # the two kept sets (output, inputs..., ((output bytes, input bytes)...)), the id()s of the
-    # last two calls missed, the learns left
-    state = [(None,), (None,), None, None, 8]
+    cast_errors = (TypeError, ValueError, NotImplementedError)
+    # the two outputs learnt last (output, (its runs' bytes...)), the learns left, the id()s of
+    # the last two outputs missed
+    state = [(None, None), (None, None), 8, None, None]
+    # each input's place: [array, its bytes, array, its bytes (the two learnt last), the id()s
+    # of the last two arrays missed, the learns left]
+    places = [[None, None, None, None, None, None, 8] for _ in ks]
 
-    def learn(i, z):
-        """After a general run: the memoryviews of a set of arrays seen in one of the two calls
-        before."""
-        xs = [i[k] for k in ks]
-        ids = (id(z),) + tuple(id(x) for x in xs)
-        if ids != state[2] and ids != state[3]:
-            state[2], state[3] = ids, state[2]
-            state[4] -= 1
-            return
-        if not z.flags.writeable or any(_root_nbytes(v) > KEEP_ROOT_MAX for v in (z, *xs)):
-            state[4] = 0
-            return
-        try:
-            out = z.data.cast("B")
-            pairs = tuple((out[lo:hi], x.data.cast("B")) for x, (_, lo, hi) in zip(xs, runs))
-        except (TypeError, ValueError):     # not C-contiguous
-            state[4] = 0
-            return
-        state[0], state[1] = (z, *xs, pairs), state[0]
+    def miss(s, x):
+        """x's bytes, made now; learnt at place s where x is one of the last two missed there."""
+        m = x.data.cast("B")
+        if s[6]:
+            s[6] -= 1
+            j = id(x)
+            if j != s[4] and j != s[5]:
+                s[4], s[5] = j, s[4]
+            elif _root_nbytes(x) <= KEEP_ROOT_MAX:
+                s[2], s[3], s[0], s[1] = s[0], s[1], x, m
+        return m
+
+    def learn(z):
+        """After a general run: the output's runs where it is one of the last two missed."""
+        state[2] -= 1
+        j = id(z)
+        if j != state[3] and j != state[4]:
+            state[3], state[4] = j, state[3]
+        elif type(z.base) is PoolBuffer:
+            try:
+                out = z.data.cast("B")
+                state[0], state[1] = (z, tuple(out[lo:hi] for _, lo, hi in runs)), state[0]
+            except cast_errors:         # not C-contiguous
+                state[2] = 0
 
     if len(ks) == 2:
         k0, k1 = ks
+        p0, p1 = places
 
         def kernel(i, o):
-            z, x0, x1 = o[0], i[k0], i[k1]
+            z = o[0]
             c = state[0]
-            if c[0] is z and c[1] is x0 and c[2] is x1:
-                (d0, s0), (d1, s1) = c[3]
-                d0[:] = s0
-                d1[:] = s1
-                return
-            c = state[1]
-            if c[0] is z and c[1] is x0 and c[2] is x1:
-                (d0, s0), (d1, s1) = c[3]
-                d0[:] = s0
-                d1[:] = s1
-                return
+            if c[0] is not z:
+                c = state[1]
+            if c[0] is z:
+                x0, x1 = i[k0], i[k1]
+                try:
+                    m0 = p0[1] if p0[0] is x0 else p0[3] if p0[2] is x0 else miss(p0, x0)
+                    m1 = p1[1] if p1[0] is x1 else p1[3] if p1[2] is x1 else miss(p1, x1)
+                    d0, d1 = c[1]
+                    d0[:] = m0
+                    d1[:] = m1
+                    return
+                except cast_errors:
+                    pass
             concatenate(i[:-1], axis=a, out=z)      # the general kernel (not called: 0.3 us)
-            if state[4]:
-                learn(i, z)
+            if state[2]:
+                learn(z)
         return kernel
 
     def kernel(i, o):
         z = o[0]
-        for c in state[:2]:
-            if c[0] is z and all(c[j + 1] is i[k] for j, k in enumerate(ks)):
-                for d, s in c[-1]:
-                    d[:] = s
+        c = state[0]
+        if c[0] is not z:
+            c = state[1]
+        if c[0] is z:
+            try:
+                for d, s, k in zip(c[1], places, ks):
+                    x = i[k]
+                    d[:] = s[1] if s[0] is x else s[3] if s[2] is x else miss(s, x)
                 return
+            except cast_errors:
+                pass
         general(i, o)
-        if state[4]:
-            learn(i, z)
+        if state[2]:
+            learn(z)
     return kernel
 
 
