@@ -102,15 +102,20 @@ def test_loop_same_bytes_as_operation_by_operation(monkeypatch, computed_table):
 
 def test_sub_plans_run_bound_not_bound_per_step(monkeypatch):
     """The condition and the body run on arenas bound when the kit is made (Plan.bind), not
-    per step: a second computation binds nothing."""
+    per step: a second computation binds nothing; the body's element-wise steps are direct
+    ufunc calls on the bound arrays (Plan.direct_steps)."""
     from nnapi_py.plan import Plan
     rng = np.random.default_rng(1)
     c = _gru_like(6).compile()
     c.run(_feed(rng, 6))
+    kit = _body_plan(c).loop_kits[0]
+    for calls in kit.body_calls:
+        assert sorted(fn.__name__ for fn, _ in calls if isinstance(fn, np.ufunc)) == ["add", "multiply"], \
+            "the float MUL and ADD direct calls (the counter's int ADD is one_int's own)"
     binds, runs = [], []
-    real_bind, real_run = Plan.bind, Plan.run_bound
+    real_bind, real_run = Plan.bind, Plan.run_direct
     monkeypatch.setattr(Plan, "bind", lambda self, *a, **k: (binds.append(self), real_bind(self, *a, **k))[1])
-    monkeypatch.setattr(Plan, "run_bound", lambda self, *a, **k: (runs.append(self), real_run(self, *a, **k))[1])
+    monkeypatch.setattr(Plan, "run_direct", lambda self, *a, **k: (runs.append(self), real_run(self, *a, **k))[1])
     e = c.execution(reusable=True)
     feed = _feed(rng, 6)
     outs = {"i_out": np.zeros(1, np.int32), "h_out": np.zeros((1, 4), np.float32),
@@ -380,3 +385,26 @@ def test_gru_body_expands_its_output_as_a_view():
     assert src == body.outputs[1] and body.steps[s][2] == tuple(o for o, _, _, _ in outs)
     from nnapi_py.plan_run import _skip
     assert all(kit.body_arenas[p][1][s][0] is _skip for kit in body.loop_kits for p in (0, 1))
+
+
+def test_unexpected_failure_in_a_direct_call_names_its_operation():
+    """A kernel's unexpected exception inside the loop's direct calls becomes OP_FAILED naming
+    the body's operation (as run_bound and run_static name it)."""
+    import nnapi_py.plan as P
+    rng = np.random.default_rng(9)
+    c = _gru_like(4).compile()
+    c.run(_feed(rng, 4))
+    body = _body_plan(c)
+    kit = body.loop_kits[0]
+    mul = next(k for k, (_, ii, _) in enumerate(body.steps)
+               if any(n.name == "MUL" and n.ins == ii for n in body.nodes))
+
+    def boom(*args):
+        raise RuntimeError("boom")
+    for calls in kit.body_calls:
+        calls[mul] = (boom, calls[mul][1])
+    with pytest.raises(nn.NNAPIError) as e:
+        c.run(_feed(rng, 4))
+    assert e.value.code_name == "OP_FAILED" and "MUL" in e.value.reason and "internal error" in e.value.reason
+    assert P.INTERNAL_ERRORS and P.INTERNAL_ERRORS[-1][0] == "MUL"
+    P.INTERNAL_ERRORS.pop()                      # caused on purpose (tests/conftest.py)

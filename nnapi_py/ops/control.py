@@ -268,7 +268,8 @@ def _flat_loop(cond_plan, body_plan, vals, m, carried, deadline, end, timeout, i
     kit's plans took that check for the shapes they were compiled for).  The loop values
     start as copies in the kit's set 1; a step of parity p runs the condition and then the body
     on the kit's arenas of that parity, bound once to the set the step before wrote (with the
-    input-only values) and to the set it writes, set p (Plan.run_bound: no binding per step).
+    input-only values) and to the set it writes, set p (Plan.run_direct on the steps made
+    then: no binding per step).
     Kits are kept with the body's plan (Plan.loop_kits; a node's own) for the next
     computation, one per computation in progress (threads each take their own).  The results
     are copied into into's arrays where they are of their shapes, else into new arrays."""
@@ -287,10 +288,10 @@ def _flat_loop(cond_plan, body_plan, vals, m, carried, deadline, end, timeout, i
     if not _same_objects(kit.tail, tail):
         kit.bind(tail)
     try:
-        ca, ba, sets, go = kit.cond_arenas, kit.body_arenas, kit.sets, kit.go
+        ca, ba, sets, go = kit.cond_calls, kit.body_calls, kit.sets, kit.go
         for dst, v in zip(sets[1], vals[:carried]):
             dst[...] = v
-        crun, brun = cond_plan.run_bound, body_plan.run_bound
+        crun, brun = cond_plan.run_direct, body_plan.run_direct
         p = 0
         while True:
             crun(ca[p], deadline)
@@ -323,7 +324,7 @@ class _LoopKit:
     """What a flat WHILE loop runs on: an arena of the condition's and of the body's plan per
     parity (taken for good: the kit keeps them), the body's two sets of outputs, the
     condition's output (go: flat), and the input-only values the arenas are bound to."""
-    __slots__ = ("cond", "body", "cond_arenas", "body_arenas", "sets", "c", "go", "tail")
+    __slots__ = ("cond", "body", "cond_arenas", "body_arenas", "sets", "c", "go", "tail", "cond_calls", "body_calls")
 
     def __init__(self, cond_plan, body_plan):
         self.cond, self.body = cond_plan, body_plan
@@ -343,6 +344,9 @@ class _LoopKit:
             feed = self.sets[1 - p] + self.tail
             self.cond.bind(self.cond_arenas[p], feed, self.c)
             self.body.bind(self.body_arenas[p], feed, self.sets[p])
+        # the steps as direct calls on the arrays bound (Plan.direct_steps), per parity
+        self.cond_calls = [self.cond.direct_steps(ab) for ab in self.cond_arenas]
+        self.body_calls = [self.body.direct_steps(ab) for ab in self.body_arenas]
 
 
 def _same_objects(a, b):

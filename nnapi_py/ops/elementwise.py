@@ -250,6 +250,21 @@ def lean_pair(ufunc, ins, outs, act=None, dtype=None):
             f(va if x is ca else pa(x), vb if y is cb else pb(y), z)
             if act is not None:
                 act(z)
+    if act is None:
+        def direct(i, o):
+            """The one ufunc call on arrays bound for good (Plan.direct_steps), where an operand
+            needs no view made per call (as is, or the constant's made at build); else None."""
+            x, y = i[0], i[1]
+            if pa is not None:
+                if x is not ca:
+                    return None
+                x = va
+            if pb is not None:
+                if y is not cb:
+                    return None
+                y = vb
+            return f, (x, y, o[0])
+        k.direct = direct
     return k
 
 
