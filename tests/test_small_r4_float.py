@@ -218,3 +218,25 @@ def test_lean_conv_wide_images_same_bytes(seed, monkeypatch):
     _same_runs(lean, general, [{"x": _floats(rng, (1, h, w, c))} for _ in range(2)])
     if not stem:
         assert blocked and blocked[0] is not None, blocked    # taken: its check held
+
+
+@pytest.mark.parametrize("c,o,fuse,zero", [(32, 32, 0, False), (32, 64, 1, False), (16, 32, 3, True), (33, 40, 2, False)])
+def test_lean_pointwise_beyond_the_small_limit(c, o, fuse, zero, monkeypatch):
+    """A 1x1 stride-1 layer without padding of more than LEAN_FLOAT x common.SMALL outputs (one
+    GEMM in the general kernel too) takes the lean kernel, its product in blocks with each
+    block's bias and activation: the general kernel's bytes."""
+    made = _counted(monkeypatch, conv, "_lean_float_conv")
+    rng = np.random.default_rng(c * o + fuse)
+    h, w = 96, 96
+    assert h * w * o > conv.LEAN_FLOAT * 4096
+    wv = _floats(rng, (o, 1, 1, c), False)
+    bv = np.zeros(o, np.float32) if zero else _floats(rng, (o,), False)
+
+    def build():
+        m = nn.Model()
+        x = m.input("x", nn.float32, (1, h, w, c))
+        m.output(m.op("CONV_2D", x, m.constant(wv), m.constant(bv), 2, 1, 1, fuse, outputs=[nn.float32]), "y")
+        return m
+    lean, general = _compiled(build)
+    assert made == [True], made
+    _same_runs(lean, general, [{"x": _floats(rng, (1, h, w, c))} for _ in range(2)])

@@ -21,8 +21,10 @@ from . import quant as Q
 
 
 LEAN_FLOAT = 64         # float32 layers up to this many x common.SMALL output values: the lean kernel
+LEAN_POINTWISE = 4096   # (a 1x1 stride-1 layer without padding, one GEMM in both: up to this many)
 _SMALL_PRODUCT = 10 ** 6  # multiply-adds of a product OpenBLAS runs without packing (_pixel_blocks)
 _BLOCK_MIN = 128        # pixels of a block at the least
+_BLOCK_EPILOGUE = True  # a product in blocks adds the bias and activation block by block
 _AUG_PIXELS = 64        # a 1x1 layer with O < 2 C of at most this many pixels: the bias in the GEMM
                         # where it gives the same bits (4 x 128 -> 64: 5.3 -> 3.6 us; none from 256)
 
@@ -70,8 +72,9 @@ def _conv_like_build(op, ins, outs, L, groups_of=None):
         # (a small filter too: a large one's product is the general kernel's, in its narrower
         # dtype and, for a few patches, with the filter first; quant.direct_columns' is float64)
         lean = _small_quant_conv(res, pk0, bias_const, (n, h, w, c), (pt, pl), geom, o)
+    pointwise = (kh, kw) == (1, 1) and strides == (1, 1) and not any(pads) and (h, w) == (oh, ow)
     if not res.quant and ins[0].type == F32 and pk0 is not None and bias_const is not None and groups == 1 \
-            and not nchw and n == 1 and 0 < oh * ow * o <= LEAN_FLOAT * common.SMALL:
+            and not nchw and n == 1 and 0 < oh * ow * o <= (LEAN_POINTWISE if pointwise else LEAN_FLOAT) * common.SMALL:
         lean = _lean_float_conv(res, pk0, bias_const, (n, h, w, c), pads, geom, o)
 
     def kernel(i, oarr):
@@ -132,8 +135,8 @@ def _lean_float_conv(res, pk, bias, dims, pads, geom, o):
                 return None             # _conv_blocks' choice follows the input's layout here
             transposed = True           # its _conv_blocks_transposed
     k = c if one_by_one else kdim
-    if min(oh, _rows_per_block(ow * (k + o) * 4)) < oh:
-        return None                     # several row blocks
+    if not (one_by_one and (with_ones or plain)) and min(oh, _rows_per_block(ow * (k + o) * 4)) < oh:
+        return None                     # several row blocks (a 1x1 layer's one GEMM has none)
     mat = res.augmented(pk, bias).mat if with_ones else pk.mat
     epi = None if with_ones else res.epilogue(pk, bias)
     brow = None if epi is None or epi.bias is None else np.tile(np.asarray(epi.bias, np.float32), ow)
@@ -145,8 +148,10 @@ def _lean_float_conv(res, pk, bias, dims, pads, geom, o):
     pshape = (1, h + pt + pb, w + pl + pr, c)
     direct = one_by_one and (sh, sw) == (1, 1) and (h, w) == (oh, ow) and not padded     # x is the patches
     kk = k + 1 if with_ones else k
-    product = np.matmul if transposed else _product_for(mat, npix, kk)
-    blocks = _pixel_blocks(product, mat, npix, kk, transposed)
+    product = np.matmul if transposed or npix * kk * o > _SMALL_PRODUCT else _product_for(mat, npix, kk)
+    blocks = _pixel_blocks(mat, npix, kk, transposed)
+    if blocks is not None:
+        blocks, product = blocks
     pixels_of = common.Reshaped((npix, o), out=True)
     rows_of = common.Reshaped((oh, ow * o), out=True)
     x_of = common.Reshaped((npix, c))
@@ -173,12 +178,23 @@ def _lean_float_conv(res, pk, bias, dims, pads, geom, o):
         t = bufs["lean"] = (cols, inner, None if xp is None else patches(xp), dst)
         return t
 
+    in_blocks = blocks is not None and _BLOCK_EPILOGUE
+    bpix = None if not in_blocks or brow is None else np.tile(brow[:o], (blocks[0][1], 1))   # [block, O]
+    bact = act if in_blocks else None
+
     def multiply(cols, o2):
+        """The product into o2, by blocks of pixels with each block's bias and activation while
+        it is in cache (96x96 pixels, 32 -> 32: 530 -> 450 us)."""
         if blocks is None:
             product(cols, mat, out=o2)
-        else:
-            for a, b in blocks:
-                product(cols[a:b], mat, out=o2[a:b])
+            return
+        for a, b in blocks:
+            ob = o2[a:b]
+            product(cols[a:b], mat, out=ob)
+            if bpix is not None:
+                np.add(ob, bpix[:b - a], out=ob)
+            if bact is not None:
+                bact(ob)
 
     def run(x, out):
         try:
@@ -203,6 +219,8 @@ def _lean_float_conv(res, pk, bias, dims, pads, geom, o):
                 multiply(cols, o2)
             finally:
                 scratch.give(bufs)
+        if in_blocks:
+            return True
         if brow is not None:
             rows = rows_of(out)
             np.add(rows, brow, out=rows)
@@ -212,15 +230,17 @@ def _lean_float_conv(res, pk, bias, dims, pads, geom, o):
     return run
 
 
-def _pixel_blocks(product, mat, rows, k, transposed):
-    """[(first, end)] blocks of pixels for the product [rows, k] @ mat, or None (one product).
-    OpenBLAS multiplies a product of at most about 10^6 multiply-adds without packing its
-    operands (its small-matrix kernel on AVX-512 machines), much faster for the thin products of
-    small convolutions: a larger product runs as blocks of at least _BLOCK_MIN pixels under that
-    size where a check on random patches finds the whole product's bits (the sums run over k in
-    the same order either way).  Alone, in one process: 1024 x 33 @ 33 x 64 86 -> 67 us, 1024 x 64
-    @ 64 x 32 78 -> 68, 4096 x 16 @ 16 x 32 128 -> 86, 16384 x 9 @ 9 x 16 230 -> 154; blocks under
-    _BLOCK_MIN pixels lose (1024 x 129 @ 129 x 128 by 32: 346 -> 474), so they are not taken."""
+def _pixel_blocks(mat, rows, k, transposed):
+    """(blocks of pixels [(first, end)], their product) for the product [rows, k] @ mat that
+    the general kernel makes with one np.matmul, or None (one product).  OpenBLAS multiplies a
+    product of at most about 10^6 multiply-adds without packing its operands (its small-matrix
+    kernel on AVX-512 machines), much faster for the thin products of convolutions: a larger
+    product runs as blocks of at least _BLOCK_MIN pixels under that size where a check on random
+    patches finds the whole product's bits (the sums run over k in the same order either way),
+    each block by np.dot where _product_for finds matmul's bits for it.  Alone, in one process:
+    1024 x 33 @ 33 x 64 86 -> 67 us, 1024 x 64 @ 64 x 32 78 -> 68, 4096 x 16 @ 16 x 32 128 -> 86,
+    9216 x 32 @ 32 x 32 767 -> 391, 12544 x 16 @ 16 x 96 2050 -> 1405; blocks under _BLOCK_MIN
+    pixels lose (1024 x 129 @ 129 x 128 by 32: 346 -> 474), so they are not made."""
     n = mat.shape[1]
     size = 1
     while size * 2 * n * k <= _SMALL_PRODUCT and size * 2 < rows:
@@ -228,17 +248,18 @@ def _pixel_blocks(product, mat, rows, k, transposed):
     if size < _BLOCK_MIN or size >= rows:
         return None
     blocks = [(a, min(rows, a + size)) for a in range(0, rows, size)]
+    product = np.matmul if transposed else _product_for(mat, size, k)
     rng = np.random.default_rng(rows)
     whole, part = np.empty((rows, n), np.float32), np.empty((rows, n), np.float32)
     for _ in range(2):
         x = rng.standard_normal((k, rows) if transposed else (rows, k)).astype(np.float32)
         x = x.T if transposed else x
-        product(x, mat, out=whole)
+        np.matmul(x, mat, out=whole)
         for a, b in blocks:
             product(x[a:b], mat, out=part[a:b])
         if whole.tobytes() != part.tobytes():
             return None
-    return blocks
+    return blocks, product
 
 
 def _ones_last_column(a):
