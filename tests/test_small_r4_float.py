@@ -164,6 +164,18 @@ def test_prelu_rows_views_follow_new_arrays(seed):
             assert np.asarray(got).tobytes() == want.astype(np.float32).tobytes()
 
 
+def _pointwise_same(rng, shape, wv, bv, fuse, runs):
+    """A 1x1 stride-1 VALID CONV_2D of the input shape: the lean and general compilations agree
+    in bytes over `runs` random inputs."""
+    def build():
+        m = nn.Model()
+        x = m.input("x", nn.float32, shape)
+        m.output(m.op("CONV_2D", x, m.constant(wv), m.constant(bv), 2, 1, 1, fuse, outputs=[nn.float32]), "y")
+        return m
+    lean, general = _compiled(build)
+    _same_runs(lean, general, [{"x": _floats(rng, shape)} for _ in range(runs)])
+
+
 @pytest.mark.parametrize("hw", [(1, 1), (2, 2), (4, 4), (8, 8)])
 def test_small_pointwise_bias_in_product(hw, monkeypatch):
     """A 1x1 layer with O < 2 C of at most 64 pixels and a non-zero bias takes the bias inside
@@ -175,13 +187,7 @@ def test_small_pointwise_bias_in_product(hw, monkeypatch):
     c, o = 128, 64
     wv, bv = _floats(rng, (o, 1, 1, c), False), _floats(rng, (o,), False)
     for fuse in (0, 1, 3):
-        def build():
-            m = nn.Model()
-            x = m.input("x", nn.float32, (1, h, w, c))
-            m.output(m.op("CONV_2D", x, m.constant(wv), m.constant(bv), 2, 1, 1, fuse, outputs=[nn.float32]), "y")
-            return m
-        lean, general = _compiled(build)
-        _same_runs(lean, general, [{"x": _floats(rng, (1, h, w, c))} for _ in range(3)])
+        _pointwise_same(rng, (1, h, w, c), wv, bv, fuse, 3)
     assert made == [True, True, True], made
 
 
@@ -231,12 +237,5 @@ def test_lean_pointwise_beyond_the_small_limit(c, o, fuse, zero, monkeypatch):
     assert h * w * o > conv.LEAN_FLOAT * 4096
     wv = _floats(rng, (o, 1, 1, c), False)
     bv = np.zeros(o, np.float32) if zero else _floats(rng, (o,), False)
-
-    def build():
-        m = nn.Model()
-        x = m.input("x", nn.float32, (1, h, w, c))
-        m.output(m.op("CONV_2D", x, m.constant(wv), m.constant(bv), 2, 1, 1, fuse, outputs=[nn.float32]), "y")
-        return m
-    lean, general = _compiled(build)
+    _pointwise_same(rng, (1, h, w, c), wv, bv, fuse, 2)
     assert made == [True], made
-    _same_runs(lean, general, [{"x": _floats(rng, (1, h, w, c))} for _ in range(2)])
