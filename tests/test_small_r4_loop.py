@@ -130,14 +130,16 @@ def test_sub_plans_run_bound_not_bound_per_step(monkeypatch):
 
 
 def _gather_kept(c):
-    """The indices whose slices the body's GATHER kernels keep (gather._one_index's state)."""
-    got = set()
+    """The indices whose slices the body's GATHER keeps (gather._one_index's direct call on
+    the loop kit's bound table), or None where GATHER is no direct call (a caller's table)."""
+    got = None
     for kit in _body_plan(c).loop_kits:
-        for ab in kit.body_arenas:
-            for kern, _, _ in ab[1]:
-                if "_one_index" in kern.__qualname__:
-                    cells = dict(zip(kern.__code__.co_freevars, (x.cell_contents for x in kern.__closure__)))
-                    got |= set(cells["state"][0][1] or ())
+        for calls in kit.body_calls:
+            for fn, _ in calls:
+                if "_one_index" in fn.__qualname__ and fn.__code__.co_freevars:
+                    cells = dict(zip(fn.__code__.co_freevars, (x.cell_contents for x in fn.__closure__)))
+                    if "views" in cells:
+                        got = (got or set()) | set(cells["views"])
     return got
 
 
@@ -161,7 +163,7 @@ def test_input_only_value_rebound_when_it_changes(computed_table):
     e.run(f, outs)
     _same(outs, _want(f, 5))
     # a caller's array is never kept; the outer plan's temporary is
-    assert _gather_kept(c) == (set(range(5)) if computed_table else set())
+    assert _gather_kept(c) == (set(range(5)) if computed_table else None)
 
 
 def test_results_are_not_the_kits_arrays():
@@ -408,3 +410,37 @@ def test_unexpected_failure_in_a_direct_call_names_its_operation():
     assert e.value.code_name == "OP_FAILED" and "MUL" in e.value.reason and "internal error" in e.value.reason
     assert P.INTERNAL_ERRORS and P.INTERNAL_ERRORS[-1][0] == "MUL"
     P.INTERNAL_ERRORS.pop()                      # caused on purpose (tests/conftest.py)
+
+
+@pytest.mark.parametrize("fuse", [0, 1, 2, 3])
+def test_fully_connected_in_a_loop_same_bytes_as_operation_by_operation(fuse, monkeypatch):
+    """A body's small float FULLY_CONNECTED (an input of rank 3, flattened to rows; every fused
+    activation) as a direct call on the kit's arrays: the bytes of the node-by-node run."""
+    rng = np.random.default_rng(10 + fuse)
+    w = (rng.standard_normal((8, 8)) * 0.6).astype(np.float32)
+    bias = rng.standard_normal(8).astype(np.float32)
+
+    def build():
+        cm = nn.Model("cond")
+        ci, _ = cm.input("i", I, (1,)), cm.input("v", F, (1, 1, 8))
+        cm.output(cm.op("LESS", ci, np.array([6], np.int32), outputs=[(nn.bool8, (1,))]), "go")
+        b = nn.Model("body")
+        bi, bv = b.input("i", I, (1,)), b.input("v", F, (1, 1, 8))
+        y = b.op("FULLY_CONNECTED", bv, w, bias, fuse, outputs=[(F, (1, 8))])
+        b.output(b.op("ADD", bi, np.array([1], np.int32), 0, outputs=[(I, (1,))]), "i1")
+        b.output(b.op("RESHAPE", y, np.array([1, 1, 8], np.int32), outputs=[(F, (1, 1, 8))]), "v1")
+        m = nn.Model()
+        r = m.op("WHILE", cm, b, m.input("i", I, (1,)), m.input("v", F, (1, 1, 8)),
+                 outputs=[(I, (1,)), (F, (1, 1, 8))])
+        m.output(r[1], "v_out")
+        return m
+    c = build().compile()
+    feeds = [{"i": np.array([0], np.int32), "v": rng.standard_normal((1, 1, 8)).astype(np.float32)}
+             for _ in range(3)]
+    flat = [c.run(f) for f in feeds]
+    calls = _body_plan(c).loop_kits[0].body_calls[0]
+    assert any("_small_float_fc" in fn.__qualname__ and not args for fn, args in calls), "FC a direct call"
+    monkeypatch.setattr(control, "FLAT", False)
+    slow = build().compile()
+    for f, got in zip(feeds, flat):
+        _same(slow.run(f), got)

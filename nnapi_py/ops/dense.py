@@ -114,6 +114,31 @@ def _small_float_fc(ins, outs, fuse, size):
             clip(out, lo, hi, out)
         elif act is not None:
             act(out)
+
+    def direct(i, o):
+        """k's calls on arrays bound for good (Plan.direct_steps): the input's rows and the
+        output's layout settled once; None where the rows are not a view of the input or the
+        output is not contiguous."""
+        out, a = o[0], i[0]
+        x = a.reshape(-1, size) if flat else a
+        if not out.flags.c_contiguous or x is not a and not (x.base is a or a.base is not None and x.base is a.base):
+            return None
+        if clip is not None:
+            def run():
+                matmul(x, wt, out)
+                add(out, bias, out)
+                clip(out, lo, hi, out)
+        elif act is not None:
+            def run():
+                matmul(x, wt, out)
+                add(out, bias, out)
+                act(out)
+        else:
+            def run():
+                matmul(x, wt, out)
+                add(out, bias, out)
+        return run, ()
+    k.direct = direct
     return k
 
 

@@ -121,6 +121,25 @@ def _one_index(ins, axis, size, name):
             state[1] = n
         elif kept(x):
             state[0] = (x, {})
+
+    def direct(i, o):
+        """k on arrays bound for good (Plan.direct_steps), a kept input's slices kept here;
+        None for an input that may not be kept (a caller's)."""
+        idx, x, z = i[2], i[0], o[0]
+        if not kept(x):
+            return None
+        item, views = idx.item, {}
+
+        def run():
+            v = item()
+            r = views.get(v)
+            if r is None:
+                if not 0 <= v < size:
+                    check_indices(name, "indices", idx, size, at_runtime=True)
+                r = views[v] = x[pre + (slice(v, v + 1),)]
+            z[...] = r
+        return run, ()
+    k.direct = direct
     if const is None or ins[0].value is not None:           # not a constant of a static build
         return k
     v = int(np.asarray(const).reshape(-1)[0])               # checked at compilation
