@@ -112,6 +112,8 @@ def test_sub_plans_run_bound_not_bound_per_step(monkeypatch):
     for calls in kit.body_calls:
         assert sorted(fn.__name__ for fn, _ in calls if isinstance(fn, np.ufunc)) == ["add", "multiply"], \
             "the float MUL and ADD direct calls (the counter's int ADD is one_int's own)"
+    for calls in kit.cond_calls:                # LESS of one value (one_value's direct call)
+        assert [(fn.__qualname__.split(".")[0], args) for fn, args in calls] == [("one_value", ())]
     binds, runs = [], []
     real_bind, real_run = Plan.bind, Plan.run_direct
     monkeypatch.setattr(Plan, "bind", lambda self, *a, **k: (binds.append(self), real_bind(self, *a, **k))[1])
