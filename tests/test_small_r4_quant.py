@@ -301,3 +301,40 @@ def test_concatenation_lean_paths_taken(case, monkeypatch):
         k([states[c % 2], *others, np.int32(1)], [z])
         np.testing.assert_array_equal(z, real([states[c % 2], *others], axis=1))
     assert not calls
+
+
+def test_concatenation_from_threads():
+    """One kernel called from several threads at once, each with its own output, alternating
+    state and frame (each thread its own arena): every call gives its own np.concatenate's
+    bytes -- a call never takes another thread's kept bytes (each kept pair is read whole)."""
+    import sys
+    import threading
+    shapes = [(1, 6, 1, 16), (1, 1, 1, 16)]
+    k = _concat_kernel(shapes, 1, np.int8)
+    errors = []
+
+    def work(seed):
+        rng = np.random.default_rng(seed)
+        states = [np.zeros(shapes[0], np.int8) for _ in range(2)]
+        frame = _temporary(shapes[1], np.int8)
+        zs = [_temporary((1, 7, 1, 16), np.int8) for _ in range(2)]
+        for c in range(400):
+            x0 = states[c % 2]
+            x1 = frame if seed % 2 else np.array(frame)
+            x0[...] = rng.integers(-128, 128, x0.shape)
+            x1[...] = rng.integers(-128, 128, x1.shape)
+            z = zs[c % 2] if seed % 3 else zs[0]
+            k([x0, x1, np.int32(1)], [z])
+            if not np.array_equal(z, np.concatenate([x0, x1], axis=1)):
+                errors.append((seed, c))
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=work, args=(s,)) for s in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(old)
+    assert not errors, errors[:5]

@@ -415,21 +415,23 @@ def _lean_concatenation(tensors, a, general):
     # the two outputs learnt last (output, (its runs' bytes...)), the learns left, the id()s of
     # the last two outputs missed
     state = [(None, None), (None, None), 8, None, None]
-    # each input's place: [array, its bytes, array, its bytes (the two learnt last), the id()s
-    # of the last two arrays missed, the learns left]
-    places = [[None, None, None, None, None, None, 8] for _ in ks]
+    # each input's place: [(array, its bytes), (array, its bytes) (the two learnt last: each a
+    # tuple, read whole by a concurrent call), the id()s of the last two arrays missed, the
+    # learns left]
+    places = [[(None, None), (None, None), None, None, 8] for _ in ks]
 
     def miss(s, x):
-        """x's bytes, made now; learnt at place s where x is one of the last two missed there."""
-        m = x.data.cast("B")
-        if s[6]:
-            s[6] -= 1
+        """(x, its bytes), made now; learnt at place s where x is one of the last two missed
+        there."""
+        e = (x, x.data.cast("B"))
+        if s[4]:
+            s[4] -= 1
             j = id(x)
-            if j != s[4] and j != s[5]:
-                s[4], s[5] = j, s[4]
+            if j != s[2] and j != s[3]:
+                s[2], s[3] = j, s[2]
             elif _root_nbytes(x) <= KEEP_ROOT_MAX:
-                s[2], s[3], s[0], s[1] = s[0], s[1], x, m
-        return m
+                s[0], s[1] = e, s[0]
+        return e
 
     def learn(z):
         """After a general run: the output's runs where it is one of the last two missed."""
@@ -456,11 +458,19 @@ def _lean_concatenation(tensors, a, general):
             if c[0] is z:
                 x0, x1 = i[k0], i[k1]
                 try:
-                    m0 = p0[1] if p0[0] is x0 else p0[3] if p0[2] is x0 else miss(p0, x0)
-                    m1 = p1[1] if p1[0] is x1 else p1[3] if p1[2] is x1 else miss(p1, x1)
+                    e0 = p0[0]
+                    if e0[0] is not x0:
+                        e0 = p0[1]
+                        if e0[0] is not x0:
+                            e0 = miss(p0, x0)
+                    e1 = p1[0]
+                    if e1[0] is not x1:
+                        e1 = p1[1]
+                        if e1[0] is not x1:
+                            e1 = miss(p1, x1)
                     d0, d1 = c[1]
-                    d0[:] = m0
-                    d1[:] = m1
+                    d0[:] = e0[1]
+                    d1[:] = e1[1]
                     return
                 except cast_errors:
                     pass
@@ -478,7 +488,12 @@ def _lean_concatenation(tensors, a, general):
             try:
                 for d, s, k in zip(c[1], places, ks):
                     x = i[k]
-                    d[:] = s[1] if s[0] is x else s[3] if s[2] is x else miss(s, x)
+                    e = s[0]
+                    if e[0] is not x:
+                        e = s[1]
+                        if e[0] is not x:
+                            e = miss(s, x)
+                    d[:] = e[1]
                 return
             except cast_errors:
                 pass
