@@ -169,8 +169,9 @@ def test_while_body_flat_run_matches_reference():
 
 
 def test_while_flat_run_same_as_per_operation_run(monkeypatch):
-    """The loop's sub-plans run flat (run_static); the same loop with that disabled runs them
-    operation by operation (run_dynamic): the same bytes."""
+    """The loop's sub-plans run flat (their bound steps: Plan.run_direct; run_static for the
+    outer plan); the same loop with that disabled runs them operation by operation
+    (run_dynamic): the same bytes."""
     from nnapi_py.plan import Plan
     rng = np.random.default_rng(2)
     feed = {"i": np.array([0], np.int32), "acc": rng.standard_normal((2, 3)).astype(np.float32),
@@ -178,14 +179,20 @@ def test_while_flat_run_same_as_per_operation_run(monkeypatch):
     c = _counter_loop(5).compile()
     flat = c.run(feed)
     calls = []
-    real = Plan.run_static
 
-    def refuse(self, *a, **k):
-        calls.append(self)
-        return real(self, *a, **k)
-    monkeypatch.setattr(Plan, "run_static", refuse)
+    def recording(name):
+        real = getattr(Plan, name)
+
+        def record(self, *a, **k):
+            calls.append(self)
+            return real(self, *a, **k)
+        monkeypatch.setattr(Plan, name, record)
+    for name in ("run_static", "run_direct"):
+        recording(name)
     c.run(feed)
-    assert calls, "the WHILE sub-plans did not take the flat run"
+    from nnapi_py import _capi, ffi
+    outer_flat = _capi._H[int(ffi.cast("uintptr_t", c.handle))].plan
+    assert any(p is not outer_flat for p in calls), "the WHILE sub-plans did not take the flat run"
     from nnapi_py.ops import control
     monkeypatch.setattr(control, "FLAT", False)
     calls.clear()
@@ -193,7 +200,6 @@ def test_while_flat_run_same_as_per_operation_run(monkeypatch):
     slow = slow_c.run(feed)
     # the outer plan (its shapes known) is static, the WHILE one of its steps; the sub-plans
     # ran operation by operation
-    from nnapi_py import _capi, ffi
     outer = _capi._H[int(ffi.cast("uintptr_t", slow_c.handle))].plan
     assert outer.static and outer.has_control
     assert all(p is outer for p in calls), "a WHILE sub-plan ran flat with control.FLAT off"
