@@ -214,14 +214,14 @@ def test_concatenation_keeps_no_large_caller_buffer():
     assert all(r() is None for r in refs)
 
 
-# ---- one output unit (DirectProduct._one_unit_run) --------------------------------------------
+# ---- one output unit (a classifier's last unit through DirectProduct) ------------------------
 @pytest.mark.parametrize("size", [1, 5, 48, 300, 320, 960])
 @pytest.mark.parametrize("fuse", [0, 1, 2, 3])
 @pytest.mark.parametrize("signed", [True, False])
 def test_fully_connected_one_unit(size, fuse, signed, monkeypatch):
-    """A classifier's last unit (1xK -> 1x1, the wake words' 1x300 / 1x320 / 1x960 -> 1x1): the
-    clamp, store and byte pass on Python floats give the general kernel's byte, one and two
-    terms, rank-2 and rank-4 inputs, random and extreme inputs."""
+    """A classifier's last unit (1xK -> 1x1, the wake words' 1x300 / 1x320 / 1x960 -> 1x1) by
+    DirectProduct: the general kernel's byte, one and two terms (the int8 one term by
+    flip_table), rank-2 and rank-4 inputs, random and extreme inputs."""
     rng = np.random.default_rng(4000 + size + 10 * fuse + signed)
     shape = (1, size) if fuse % 2 else (1, 1, 1, size)
     t = _qtype(rng, signed)
@@ -239,8 +239,8 @@ def test_fully_connected_one_unit(size, fuse, signed, monkeypatch):
 
 @pytest.mark.parametrize("signed", [True, False])
 def test_one_unit_into_a_temporary(signed, monkeypatch):
-    """The one unit written into a plan temporary (its bytes' memoryview kept) and read by the
-    next operation, over many runs of one compilation: the general kernels' bytes each run."""
+    """The one unit written into a plan temporary (its flat view kept) and read by the next
+    operation, over many runs of one compilation: the general kernels' bytes each run."""
     rng = np.random.default_rng(4100 + signed)
     size = 64
     t, wt = _qtype(rng, signed), _qtype(rng, signed)

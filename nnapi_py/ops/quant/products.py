@@ -313,23 +313,11 @@ class DirectProduct:
     def _make_run(self):
         k, c, nb, depthwise, combine = self.k, self.c, self.blocks, self.depthwise, self.combine
         low, high = self.low, self.high
-        # one output value (a classifier's last unit, one-row FULLY_CONNECTED 1xK -> 1x1): after
-        # the cast and np.dot, the clamp, store and byte pass of its one or two terms on Python
-        # floats (min / max: the clamp, bounds non-NaN and the product finite; int(): the
-        # cast's truncation, of values in [0, 255]; the int8 flip as ^ 0x80, the two terms'
-        # wrapping byte sum as & 255), the byte written through a memoryview of the output:
-        # three numpy calls on one or two values (about 0.7 us each) become Python arithmetic
-        one = c == 1 and not depthwise
-        if one:
-            lows, highs = low.tolist(), high.tolist()
-            l0, h0 = lows[0], highs[0]
-            l1, h1 = (lows[1], highs[1]) if nb == 2 else (l0, h0)
-            flipbit = 0x80 if combine == "flip" else 0
         pool = []
         pop, push = pool.pop, pool.append
         copyto, dot, mul, clip, add = np.copyto, np.dot, np.multiply, _CLIP_UFUNC, np.add
         mode = {"store": 0, "flip": 1, "add": 2 if self.signed else 3}[combine]
-        if mode == 1 and not one:
+        if mode == 1:
             tab = flip_table(low, high)
             take = tab.take
         if depthwise:
@@ -354,7 +342,7 @@ class DirectProduct:
                 xa = aligned_empty(k + 1, np.float64)
                 xa[k] = 1
             z = aligned_empty(nb * c, np.float64)
-            b = np.empty(nb * c, np.intp if mode == 1 and not one else np.uint8)
+            b = np.empty(nb * c, np.intp if mode == 1 else np.uint8)
             # [input shape, row, its view in that shape, product, flat product, bytes (the
             #  flip's table indices), the two halves as int8 and as uint8, last output, its flat
             #  view, the taps' rows]
@@ -374,21 +362,6 @@ class DirectProduct:
                 dot(w, f[1], out=f[3])
             else:
                 dot(f[1], w, out=f[3])
-            if one:
-                if nb == 2:
-                    a, b = f[4].tolist()
-                    v = (int(min(max(a, l0), h0)) + int(min(max(b, l1), h1))) & 255
-                else:
-                    v = int(min(max(f[4].item(0), l0), h0)) ^ flipbit
-                if out is f[10]:
-                    f[11][0] = v
-                else:
-                    mv = out.data.cast("B")
-                    mv[0] = v
-                    if kept_array(out):
-                        f[10], f[11] = out, mv
-                push(f)
-                return
             if out is f[10]:
                 o = f[11]
             elif out.flags.c_contiguous:
