@@ -637,9 +637,9 @@ def test_quantized_average_pool_rounding_reference(seed, signed):
 def test_small_fc_product_takes_dot_only_where_its_bits_are_matmuls(monkeypatch):
     """The small float32 FULLY_CONNECTED multiplies with np.dot (1 us cheaper a call) only where
     a check at build finds np.matmul's bits; where they differ it keeps np.matmul."""
-    from nnapi_py.ops import dense
+    from nnapi_py.ops import common
     wt = np.random.default_rng(3).standard_normal((16, 8)).astype(np.float32)
-    assert dense._product_for(wt, 1) is np.dot
+    assert common.product_for(wt, 1) is np.dot
     real = np.dot
 
     def other_order(a, b, out=None):            # a BLAS routine summing another way round
@@ -647,7 +647,7 @@ def test_small_fc_product_takes_dot_only_where_its_bits_are_matmuls(monkeypatch)
         r += np.float32(1e-3)
         return r
     monkeypatch.setattr(np, "dot", other_order)
-    assert dense._product_for(wt, 1) is np.matmul
+    assert common.product_for(wt, 1) is np.matmul
 
 
 @pytest.mark.parametrize("fuse", [0, 1, 2, 3])

@@ -113,7 +113,7 @@ def _lean_float_conv(res, pk, bias, dims, pads, geom, o):
     the filter, then the bias rows and the activation; a narrow input (a three-channel stem,
     _conv_blocks_transposed) its patches gathered transposed, the GEMM reading them as their
     transpose.  The same arithmetic, so the same bits (2x2x64 -> 128: 12 -> 4 us a run, with
-    np.dot where _product_for finds matmul's bits).  A large product runs in blocks of pixels
+    np.dot where common.product_for finds matmul's bits).  A large product runs in blocks of pixels
     where _pixel_blocks finds the whole product's bits (32x32 pixels x 33 -> 64: 86 -> 67 us).
     None where _conv_blocks would take several row blocks; run(x, out) returns False for an
     output that cannot be viewed as rows (the general kernel runs)."""
@@ -148,7 +148,7 @@ def _lean_float_conv(res, pk, bias, dims, pads, geom, o):
     pshape = (1, h + pt + pb, w + pl + pr, c)
     direct = one_by_one and (sh, sw) == (1, 1) and (h, w) == (oh, ow) and not padded     # x is the patches
     kk = k + 1 if with_ones else k
-    product = np.matmul if transposed or npix * kk * o > _SMALL_PRODUCT else _product_for(mat, npix, kk)
+    product = np.matmul if transposed or npix * kk * o > _SMALL_PRODUCT else common.product_for(mat, npix)
     blocks = _pixel_blocks(mat, npix, kk, transposed)
     if blocks is not None:
         blocks, product = blocks
@@ -237,7 +237,7 @@ def _pixel_blocks(mat, rows, k, transposed):
     kernel on AVX-512 machines), much faster for the thin products of convolutions: a larger
     product runs as blocks of at least _BLOCK_MIN pixels under that size where a check on random
     patches finds the whole product's bits (the sums run over k in the same order either way),
-    each block by np.dot where _product_for finds matmul's bits for it.  Alone, in one process:
+    each block by np.dot where common.product_for finds matmul's bits for it.  Alone, in one process:
     1024 x 33 @ 33 x 64 86 -> 67 us, 1024 x 64 @ 64 x 32 78 -> 68, 4096 x 16 @ 16 x 32 128 -> 86,
     9216 x 32 @ 32 x 32 767 -> 391, 12544 x 16 @ 16 x 96 2050 -> 1405; blocks under _BLOCK_MIN
     pixels lose (1024 x 129 @ 129 x 128 by 32: 346 -> 474), so they are not made."""
@@ -248,7 +248,7 @@ def _pixel_blocks(mat, rows, k, transposed):
     if size < _BLOCK_MIN or size >= rows:
         return None
     blocks = [(a, min(rows, a + size)) for a in range(0, rows, size)]
-    product = np.matmul if transposed else _product_for(mat, size, k)
+    product = np.matmul if transposed else common.product_for(mat, size)
     rng = np.random.default_rng(rows)
     whole, part = np.empty((rows, n), np.float32), np.empty((rows, n), np.float32)
     for _ in range(2):
@@ -285,22 +285,6 @@ def _bias_in_product_same(mat, aug, rows):
         if a.tobytes() != np.matmul(xa, aug).tobytes():
             return False
     return True
-
-
-def _product_for(mat, rows, k):
-    """np.dot where it gives np.matmul's bits for [rows, k] @ mat (both reach the same BLAS
-    routine for these shapes: checked on random patches, since a routine taken the other way
-    round would sum in another order), else np.matmul.  np.dot's call costs about 1.4 us less
-    (4 x 65 @ 65 x 128: 3.5 -> 2.2 us)."""
-    rng = np.random.default_rng(k)
-    for _ in range(2):
-        x = rng.standard_normal((rows, k)).astype(np.float32)
-        a, b = np.empty((rows, mat.shape[1]), np.float32), np.empty((rows, mat.shape[1]), np.float32)
-        np.matmul(x, mat, out=a)
-        np.dot(x, mat, out=b)
-        if a.tobytes() != b.tobytes():
-            return np.matmul
-    return np.dot
 
 
 # ---- CONV_2D ------------------------------------------------------------------------------------

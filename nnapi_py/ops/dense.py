@@ -10,6 +10,7 @@ from .. import constants as C
 from .base import Op, register, value_error
 from . import quant as Q
 from .quant import OutputStage, centered_max, exact_dtype, scale_product
+from . import common
 from .common import check_bias_quant, Derived, small
 
 F16, F32, I32 = C.TENSOR_FLOAT16, C.TENSOR_FLOAT32, C.TENSOR_INT32
@@ -87,7 +88,7 @@ def _small_float_fc(ins, outs, fuse, size):
     else:
         act = _bound_activation(fuse)
         clip = None
-    matmul, add = _product_for(wt, shape[0]), np.add
+    matmul, add = common.product_for(wt, shape[0]), np.add
     if shape == (1, 1) and act is None:
         # one output value: the same calls with none in place (numpy's in-place ufunc on a
         # one-element array costs about 1 us more a call): the product and the sum into new
@@ -140,22 +141,6 @@ def _small_float_fc(ins, outs, fuse, size):
         return run, ()
     k.direct = direct
     return k
-
-
-def _product_for(wt, rows):
-    """np.dot where it gives np.matmul's bits for products of `rows` rows with wt (both reach
-    the same BLAS routine for these shapes: checked here on random rows, since a routine
-    taken the other way round would sum in another order), else np.matmul.  np.dot's call
-    costs about 1 us less (1x16 @ 16x16: 2.4 -> 1.4 us)."""
-    rng = np.random.default_rng(len(wt))
-    for _ in range(2):
-        x = rng.standard_normal((rows, wt.shape[0])).astype(np.float32)
-        a, b = np.empty((rows, wt.shape[1]), np.float32), np.empty((rows, wt.shape[1]), np.float32)
-        np.matmul(x, wt, out=a)
-        np.dot(x, wt, out=b)
-        if a.tobytes() != b.tobytes():
-            return np.matmul
-    return np.dot
 
 
 def _bound_activation(fuse):
