@@ -548,7 +548,8 @@ class Plan(GraphRewrites, PlanRunner):
 
     # ---- arenas ------------------------------------------------------------------------------
     def take_arena(self):
-        """An arena of this plan, [slots, steps, held inputs, held outputs], from the pool or
+        """An arena of this plan, [slots, steps, held inputs, held outputs, bound views' memo
+        (plan_run._bind_view)], from the pool or
         made now (one per run in progress).  slots: an array per operand (constants, the
         temporaries' arrays, views of shared buffers where their lifetimes allow); steps:
         (kernel, input list, output list) per step, made once per arena, holding the arena's
@@ -570,7 +571,7 @@ class Plan(GraphRewrites, PlanRunner):
             for o, (src, where, shape) in self.views.items():     # in the operations' order
                 slots[o] = slots[src][where].reshape(shape)
             steps = [(k, [slots[i] for i in ii], [slots[o] for o in oo]) for k, ii, oo in self.steps]
-            return [slots, steps, None, None]
+            return [slots, steps, None, None, {}]
 
 
 # IF / WHILE build the plans of the models they reference through these (ops never import us)

@@ -138,25 +138,40 @@ class PlanRunner:
             slots[i] = a
             for s, side, k in refs:
                 steps[s][1 + side][k] = a
+        memo = ab[4] if keep else None
         for s, src, outs in self.bound_views:
-            self._bind_view(slots, steps, s, slots[src], outs)
+            self._bind_view(slots, steps, s, slots[src], outs, memo)
         if keep:
             ab[2], ab[3] = in_arrays, out_arrays
 
-    def _bind_view(self, slots, steps, s, a, outs):
+    def _bind_view(self, slots, steps, s, a, outs, memo=None):
         """Step s of Plan._bound_views on the bound array a: its readers get a's parts as views
         and the step runs no kernel where each part is a contiguous view of a's memory, else
         (a None, strided, or its part not viewable so) the kernel runs into the arena's
-        temporaries, which the readers read."""
-        got = []
-        if a is not None:
-            for o, where, shape, refs in outs:
-                v = a[where].reshape(shape)
-                if not (isinstance(v, np.ndarray) and v.flags.c_contiguous
-                        and (v.base is a or a.base is not None and v.base is a.base)):
-                    got = []
-                    break
-                got.append(v)
+        temporaries, which the readers read.  memo (the arena's, for bindings kept: keep): the
+        parts made for the last two arrays bound there whose parts are views, given again when one
+        of them comes back (the two executions of a streaming pair take turns binding one arena: the same view
+        objects every run, so the readers' kept views of their inputs hit)."""
+        got = None
+        if memo is not None and a is not None:
+            seen = memo.get(s)
+            if seen:
+                for b, parts in seen:
+                    if b is a:
+                        got = parts
+                        break
+        if got is None:
+            got = []
+            if a is not None:
+                for o, where, shape, refs in outs:
+                    v = a[where].reshape(shape)
+                    if not (isinstance(v, np.ndarray) and v.flags.c_contiguous
+                            and (v.base is a or a.base is not None and v.base is a.base)):
+                        got = []
+                        break
+                    got.append(v)
+            if memo is not None and got:        # (an array the kernel runs for evicts none)
+                memo[s] = [(a, got)] + memo.get(s, [])[:1]
         _, ia, oa = steps[s]
         if got:
             steps[s] = (_skip, ia, oa)
@@ -178,6 +193,7 @@ class PlanRunner:
                 steps[s][1 + side][k] = None
         for s, _, outs in self.bound_views:         # the readers back on the arena's temporaries
             self._bind_view(slots, steps, s, None, outs)
+        ab[4].clear()                               # nothing of the caller's stays with the arena
 
     def run_bound(self, ab, deadline=None):
         """Run the steps of arena ab on the arrays bound to it (bind), inside a run (enter_run:

@@ -211,7 +211,9 @@ def test_arena_argument_lists_take_each_runs_arrays_and_keep_none(monkeypatch):
         gc.collect()
         assert ref() is None, "the plan kept the caller's input array"
     assert plan._arenas
-    for slots, steps, held_in, held_out in plan._arenas:
+    for slots, steps, held_in, held_out, memo in plan._arenas:
+        # the bound views' memo (plan_run._bind_view) holds arrays only beside a kept binding
+        assert held_in is not None or not memo
         # what a run leaves bound is its plain views of the caller's memory (run_static's
         # keep), which own nothing and are views of no caller object; else nothing
         for refs in plan.in_refs + plan.out_refs:

@@ -365,6 +365,56 @@ def test_selections_of_bound_arrays_are_views_where_they_can_be():
         p.give_arena(ab)
 
 
+def test_bound_views_of_two_alternating_arrays_are_made_once():
+    """Two sets of arrays taking turns on one arena with keep (a streaming pair's two
+    executions): each set's bound views are made once and handed on again (the same objects,
+    so the readers' kept views of their inputs hit), with the right values every run; a
+    strided array in between takes the kernel and the views come back after; a run without
+    keep drops the memo, so nothing of the caller's stays with the arena."""
+    import gc
+    import weakref
+    from nnapi_py.plan_run import _skip
+    c = _reshape_of_input().compile()
+    p = _plan(c)
+    (s0, _, outs0) = p.bound_views[0]
+    (r, side, k), = outs0[0][3]                 # the ADD reading the RESHAPE of the input
+    rng = np.random.default_rng(9)
+    sets = [([rng.standard_normal((2, 6)).astype(np.float32)],
+             [np.empty((3, 4), np.float32), np.empty((1, 3, 4), np.float32)]) for _ in range(2)]
+    ab = p.take_arena()
+    try:
+        seen = [None, None]
+        for step in range(6):
+            ins, outs = sets[step % 2]
+            if step == 3:                       # a strided input between: the kernel runs
+                wide = rng.standard_normal((2, 12)).astype(np.float32)
+                p.run_static([wide[:, ::2]], outs, None, True, ab)
+                assert ab[1][s0][0] is not _skip
+                y, _ = _want_reshape(np.ascontiguousarray(wide[:, ::2]))
+                assert outs[0].tobytes() == y.tobytes()
+            ins[0][...] = rng.standard_normal((2, 6)).astype(np.float32)
+            p.run_static(ins, outs, None, True, ab)
+            y, z = _want_reshape(ins[0])
+            assert outs[0].tobytes() == y.tobytes() and outs[1].tobytes() == z.tobytes()
+            assert ab[1][s0][0] is _skip
+            view = ab[1][r][1 + side][k]
+            assert np.shares_memory(view, ins[0])
+            if seen[step % 2] is None:
+                seen[step % 2] = view
+            assert view is seen[step % 2], "the bound view was made again for an array met before"
+        x = rng.standard_normal((2, 6)).astype(np.float32)
+        p.run_static([x], sets[0][1], None, False, ab)
+        y, _ = _want_reshape(x)
+        assert sets[0][1][0].tobytes() == y.tobytes()
+        assert not ab[4], "a run without keep left the memo of the caller's arrays"
+        refs = [weakref.ref(x)] + [weakref.ref(a) for ins, _ in sets for a in ins]
+        del x, ins, sets, view, seen
+        gc.collect()
+        assert all(w() is None for w in refs), "the arena kept a caller's array"
+    finally:
+        p.give_arena(ab)
+
+
 def test_bound_view_reusable_execution_sees_new_values():
     """A reusable execution keeps its arrays bound (and the views of them): new input values in
     the same buffers are what the next computation reads."""
