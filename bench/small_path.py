@@ -232,8 +232,10 @@ def importer_in_process(names):
         del m
 
 
-def importer_rows():
-    r = subprocess.run([sys.executable, __file__, "importer-py"], env=dict(os.environ, OPENBLAS_NUM_THREADS="1"),
+def _child_rows(mode):
+    """This script's in-process `mode` in a child process with one BLAS thread: its rows
+    printed, its last error line on stderr."""
+    r = subprocess.run([sys.executable, __file__, mode], env=dict(os.environ, OPENBLAS_NUM_THREADS="1"),
                        capture_output=True, text=True)
     print(r.stdout, end="")
     if r.returncode and r.stderr:
@@ -304,14 +306,6 @@ def floor_in_process(names):
         print(f"tiny_floor {name} {fl * 1e3:.3f} {lite * 1e3:.3f} {run * 1e3:.3f}", flush=True)
 
 
-def floor_rows():
-    r = subprocess.run([sys.executable, __file__, "floor-py"], env=dict(os.environ, OPENBLAS_NUM_THREADS="1"),
-                       capture_output=True, text=True)
-    print(r.stdout, end="")
-    if r.returncode and r.stderr:
-        print(r.stderr.strip().splitlines()[-1], file=sys.stderr)
-
-
 def tiny_rows():
     r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "tflite_models.py"), *TINY],
                        env=dict(os.environ, OPENBLAS_NUM_THREADS="1"), capture_output=True, text=True)
@@ -339,8 +333,8 @@ if __name__ == "__main__":
         if what in ("exec", "all"):
             exec_rows()
         if what in ("importer", "all"):
-            importer_rows()
+            _child_rows("importer-py")
         if what in ("tiny", "all"):
             tiny_rows()
         if what in ("floor", "all"):
-            floor_rows()
+            _child_rows("floor-py")
