@@ -398,6 +398,16 @@ class Plan(GraphRewrites, PlanRunner):
         views, unread = self.views, self.unread
         return [nd for nd in self.nodes if not (nd.outs and (nd.outs[0] in views or nd.outs[0] in unread))]
 
+    def _view_spots(self, node, infos, shapes):
+        """Op.view_of of a node that may hand on views instead of running its kernel (one with a
+        kernel, inputs and outputs, neither control flow nor of a float16 partition): where
+        each output lies in its first input, or None."""
+        if node.kernel is None or node.op.control or node.fp16 or not node.ins or not node.outs:
+            return None
+        ins = [self._info_with(infos[i], shapes.get(i)) for i in node.ins]
+        outs = [infos[o].with_dims(shapes[o]) for o in node.outs]
+        return node.op.view_of(ins, outs)
+
     def _unread(self, temp, infos, shapes):
         """The outputs of operations that only select a part of their first input or reshape it
         (Op.view_of, as _views) and whose every output is a temporary no operation reads (nor
@@ -407,14 +417,11 @@ class Plan(GraphRewrites, PlanRunner):
         twice and reads neither slice.)"""
         read, unread, count = set(), set(), 0
         for node in reversed(self.nodes):
-            if (node.kernel is not None and not node.op.control and not node.fp16 and node.ins and node.outs
-                    and all(o in temp and o not in read for o in node.outs)):
-                ins = [self._info_with(infos[i], shapes.get(i)) for i in node.ins]
-                outs = [infos[o].with_dims(shapes[o]) for o in node.outs]
-                if node.op.view_of(ins, outs) is not None:
-                    unread.update(node.outs)
-                    count += 1
-                    continue
+            if (all(o in temp and o not in read for o in node.outs)
+                    and self._view_spots(node, infos, shapes) is not None):
+                unread.update(node.outs)
+                count += 1
+                continue
             read.update(node.ins)
         if count and profiling.ENABLED:
             profiling.note(f"{count} operation(s) whose results no operation reads run no kernel")
@@ -433,14 +440,10 @@ class Plan(GraphRewrites, PlanRunner):
         views = {}
         count = 0
         for node in self.nodes:
-            if node.kernel is None or node.op.control or node.fp16 or not node.ins:
-                continue
-            src = node.ins[0]
+            src = node.ins[0] if node.ins else None
             if not (src in temp or src in views) or not all(o in temp for o in node.outs):
                 continue
-            ins = [self._info_with(infos[i], shapes.get(i)) for i in node.ins]
-            outs = [infos[o].with_dims(shapes[o]) for o in node.outs]
-            where = node.op.view_of(ins, outs)
+            where = self._view_spots(node, infos, shapes)
             if where is None:
                 continue
             probe = np.empty(shapes[src], infos[src].dtype)
@@ -471,16 +474,13 @@ class Plan(GraphRewrites, PlanRunner):
         sources = {src for src, _, _ in self.views.values()}
         got, count = [], 0
         for s, node in enumerate(self._step_nodes()):
-            ii, oo = node.ins, node.outs
-            if (node.kernel is None or node.op.control or node.fp16 or not ii or ii[0] not in bound
-                    or any(o not in temp or o in sources or o in self.views for o in oo)):
+            oo = node.outs
+            src = node.ins[0] if node.ins else None
+            if src not in bound or any(o not in temp or o in sources or o in self.views for o in oo):
                 continue
-            src = ii[0]
             if src not in shapes or any(infos[o].dtype != infos[src].dtype for o in oo):
                 continue
-            ins = [self._info_with(infos[i], shapes.get(i)) for i in ii]
-            outs = [infos[o].with_dims(shapes[o]) for o in oo]
-            spots = node.op.view_of(ins, outs)
+            spots = self._view_spots(node, infos, shapes)
             if spots is None:
                 continue
             got.append((s, src, tuple((o, w, shapes[o], tuple(r for r in where.get(o, ()) if r[1] == 0))
